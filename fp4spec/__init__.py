@@ -1,0 +1,36 @@
+"""fp4spec: the executable, bit-exact specification of 4-bit number formats for AI hardware.
+
+Layers (imports only point down): ``fp4spec`` (descriptors and exact scalar reference
+algorithms), ``fp4spec.emulator`` (fast vectorized numpy implementations, tested equal to
+the reference), ``fp4spec.backends`` (one interface over numpy, torch, Triton and vendor
+libraries) and ``fp4spec.conformance`` (bit-exact checks of any backend).
+"""
+
+from .number_formats import (
+    CodeRow,
+    FloatFormat,
+    Format,
+    IntFormat,
+    UniformFormat,
+    float_format,
+    formats,
+    get_format,
+    p3109_format,
+    register_format,
+)
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "CodeRow",
+    "FloatFormat",
+    "Format",
+    "IntFormat",
+    "UniformFormat",
+    "float_format",
+    "formats",
+    "get_format",
+    "p3109_format",
+    "register_format",
+    "__version__",
+]
