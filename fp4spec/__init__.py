@@ -19,6 +19,11 @@ from .number_formats import (
     register_format,
 )
 
+from .api import decode, draw_rbits, encode
+from .layouts import blocked_shape, from_blocked, to_blocked
+from .packing import pack, unpack
+from .rounding import ROUNDING_MODES
+
 __version__ = "0.1.0.dev0"
 
 __all__ = [
@@ -32,5 +37,14 @@ __all__ = [
     "get_format",
     "p3109_format",
     "register_format",
+    "ROUNDING_MODES",
+    "blocked_shape",
+    "decode",
+    "draw_rbits",
+    "encode",
+    "from_blocked",
+    "pack",
+    "to_blocked",
+    "unpack",
     "__version__",
 ]

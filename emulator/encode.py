@@ -1,0 +1,298 @@
+"""Vectorized encode/decode: the scalar reference of :mod:`fp4spec.reference` over whole arrays.
+
+Method: rounding a magnitude onto a sorted grid is counting decision thresholds. For each
+(format, sign, mode) we precompute the thresholds ``T`` in the compute dtype so that the
+magnitude index is ``sum_i [a >= T_i]`` -- a strict ``a > t`` becomes ``a >= nextafter(t)``,
+which is exact because ``a`` has the same dtype. Ties-to-even, ties-away and the directed
+modes differ only in ``T``. Small grids use one comparison pass per threshold (faster than a
+binary search in numpy); large grids use ``np.searchsorted``. Stochastic rounding and
+round-to-odd work from the index of the lower neighbour with exact float comparisons.
+Inputs are widened exactly: float16/bfloat16 to float32, float32 stays float32, float64
+stays float64.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+
+import ml_dtypes
+import numpy as np
+
+from fp4spec.number_formats import Format, get_format
+from fp4spec.reference import (
+    check_policies,
+    magnitude_grid,
+    nan_error,
+    nan_input_code,
+    overflow_error,
+    significand_is_even,
+)
+from fp4spec.rounding import DEFAULT_SR_BITS, check_rounding
+
+_SMALL_GRID = 16  # up to this many thresholds, compare pass by pass
+
+
+@dataclasses.dataclass(frozen=True)
+class _Side:
+    """Everything the vectorized encoder needs for one sign of one format."""
+
+    mags: np.ndarray  # float64 extended magnitude grid
+    even: np.ndarray  # bool parity per grid point
+    codes: np.ndarray  # uint8/uint16 code per grid point (extension points: 0, masked later)
+    low_ext: bool  # grid[0] is an extension point (format without zero)
+
+
+@lru_cache(maxsize=None)
+def _side(fmt: Format, negative: bool, neg_zero: str) -> _Side:
+    grid = magnitude_grid(fmt, negative)
+    codes = []
+    for g in grid:
+        v = -g if negative else g
+        match = [c for vv, c in fmt.grid if vv == v]
+        codes.append(match[0] if match else 0)
+    if negative and fmt.has_negative_zero and neg_zero == "preserve" and grid[0] == 0:
+        codes[0] = next(c for c in range(1 << fmt.bits) if fmt._decode_exact(c)[0] == "negzero")
+    mags = np.array([float(g) for g in grid])
+    even = np.array([significand_is_even(fmt, g) for g in grid])
+    dtype = np.uint8 if fmt.bits <= 8 else np.uint16
+    return _Side(mags, even, np.array(codes, dtype=dtype), bool(grid[0] > 0))
+
+
+def _exact_in(values: np.ndarray, dtype) -> bool:
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = values.astype(dtype).astype(np.float64)
+    finite = np.isfinite(values)
+    return bool(np.all(cast[finite] == values[finite]))
+
+
+@lru_cache(maxsize=None)
+def _thresholds(fmt: Format, negative: bool, kind: str, dtype_name: str) -> np.ndarray | None:
+    """Thresholds in ``dtype`` with index = sum(a >= T); None if not exact in ``dtype``.
+
+    kind: ``"rne"``, ``"rna"`` (nearest), ``"down"`` (toward zero), ``"up"`` (away from zero).
+    """
+    side = _side(fmt, negative, "preserve")
+    dtype = np.dtype(dtype_name)
+    m = side.mags
+    if kind in ("rne", "rna"):
+        t = (m[:-1] + m[1:]) / 2
+        if kind == "rna":
+            tie_up = np.ones(len(t), bool)
+        else:  # a tie goes up unless only the lower neighbour is even
+            tie_up = ~(side.even[:-1] & ~side.even[1:])
+    elif kind == "down":
+        t, tie_up = m[1:], np.ones(len(m) - 1, bool)
+    elif kind == "up":
+        t, tie_up = m[:-1], np.zeros(len(m) - 1, bool)
+    else:  # pragma: no cover
+        raise ValueError(kind)
+    if not _exact_in(t, dtype):
+        return None
+    with np.errstate(over="ignore"):
+        td = t.astype(dtype)
+    strict = ~tie_up
+    td[strict] = np.nextafter(td[strict], dtype.type(np.inf))
+    td.setflags(write=False)
+    return td
+
+
+def _count(a: np.ndarray, t: np.ndarray) -> np.ndarray:
+    if len(t) <= _SMALL_GRID:
+        idx = np.zeros(a.shape, np.uint8 if len(t) < 255 else np.int64)
+        tmp = np.empty(a.shape, bool)
+        for ti in t:
+            np.greater_equal(a, ti, out=tmp)
+            idx += tmp.view(np.uint8) if idx.dtype == np.uint8 else tmp
+        return idx
+    return np.searchsorted(t, a, side="right")
+
+
+def _compute_dtype(x: np.ndarray):
+    if x.dtype in (np.float16, ml_dtypes.bfloat16, np.float32):
+        return np.float32
+    if x.dtype == np.float64:
+        return np.float64
+    raise TypeError(f"x: dtype {x.dtype} is not a float dtype (float16, bfloat16, float32, float64)")
+
+
+def as_float_array(x) -> np.ndarray:
+    """Convert ``x`` (array-like or scalar) to a numpy float array without changing values."""
+    if isinstance(x, (float, int)) and not isinstance(x, bool):
+        return np.asarray(float(x), dtype=np.float64)
+    arr = np.asarray(x)
+    if arr.dtype.kind == "f" or arr.dtype == ml_dtypes.bfloat16:
+        return arr
+    raise TypeError(
+        f"x: dtype {arr.dtype} is not a float dtype; pass float16, bfloat16 (ml_dtypes), "
+        f"float32 or float64 values")
+
+
+def _index(a: np.ndarray, fmt: Format, negative: bool, kind: str, cdt) -> np.ndarray:
+    t = _thresholds(fmt, negative, kind, np.dtype(cdt).name)
+    if t is None:  # thresholds not exact in float32: fall back to float64
+        return _index(a.astype(np.float64), fmt, negative, kind, np.float64)
+    return _count(a, t)
+
+
+def _round_side(a: np.ndarray, fmt: Format, negative: bool, mode: str, cdt, r, sr_bits) -> np.ndarray:
+    """Index into the extended magnitude grid for magnitudes ``a`` of one sign."""
+    if mode in ("rne", "rna"):
+        return _index(a, fmt, negative, mode, cdt)
+    if mode == "rtz" or (mode == "rup" and negative) or (mode == "rdn" and not negative):
+        return _index(a, fmt, negative, "down", cdt)
+    if mode in ("rup", "rdn"):
+        return _index(a, fmt, negative, "up", cdt)
+    side = _side(fmt, negative, "preserve")
+    down = _index(a, fmt, negative, "down", cdt).astype(np.int64)
+    if mode == "rto":
+        up = _index(a, fmt, negative, "up", cdt).astype(np.int64)
+        inexact = up != down
+        top = len(side.mags) - 1
+        down_even = side.even[down]
+        up_even = side.even[np.minimum(up, top)]
+        take_up = inexact & down_even & ~up_even
+        return np.where(take_up, up, down)
+    # sr: away from zero iff (a - lo) * 2^N >= (2^N - r) * (hi - lo), all exact in float64
+    top = len(side.mags) - 1
+    lo = side.mags[down]
+    hi = side.mags[np.minimum(down + 1, top)]
+    a64 = a.astype(np.float64)
+    scale = float(1 << sr_bits)
+    with np.errstate(invalid="ignore", over="ignore"):
+        take_up = (a64 - lo) * scale >= (scale - r) * (hi - lo)
+    take_up &= (a64 > lo) & (down < top)
+    return down + take_up
+
+
+def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits: int = DEFAULT_SR_BITS,
+           overflow: str = "saturate", nan: str = "auto", neg_zero: str = "preserve") -> np.ndarray:
+    """Vectorized :func:`fp4spec.reference.encode_scalar`: same steps, same results, whole arrays.
+
+    Returns uint8 codes (uint16 for formats wider than 8 bits) of x's shape.
+    """
+    fmt = get_format(fmt)
+    mode = check_rounding(rounding)
+    nan_policy = check_policies(fmt, overflow, nan, neg_zero)
+    x = as_float_array(x)
+    cdt = _compute_dtype(x)
+    xc = x.astype(cdt, copy=False)
+    r = None
+    if mode == "sr":
+        r = check_rbits(rbits, xc.shape, sr_bits).astype(np.float64)
+    elif rbits is not None:
+        raise ValueError(f"rbits: only used with rounding='sr', not {mode!r}")
+
+    a = np.abs(xc)
+    neg = np.signbit(xc)
+    pos_side = _side(fmt, False, neg_zero)
+    top = len(pos_side.mags) - 1
+    if not fmt.signed:
+        # Unsigned: -0.0 rounds like +0.0; any other negative value is out of range below.
+        idx = _round_side(a, fmt, False, mode, cdt, r, sr_bits)
+        out = pos_side.codes[idx]
+        out_lo = neg & (a > 0)
+        out_hi = (idx == top) & ~out_lo
+        if pos_side.low_ext:
+            out_lo |= idx == 0
+    elif _same_grid(fmt):
+        idx = _round_signed(a, neg, fmt, mode, cdt, r, sr_bits)
+        neg_codes = _side(fmt, True, neg_zero).codes
+        out = np.where(neg, neg_codes[idx], pos_side.codes[idx])
+        out_hi = idx == top
+        out_lo = (idx == 0) if pos_side.low_ext else np.zeros(xc.shape, bool)
+    else:  # a grid that differs by sign (two's complement int4 reaches -8 but only +7)
+        out = np.empty(xc.shape, pos_side.codes.dtype)
+        out_hi = np.zeros(xc.shape, bool)
+        out_lo = np.zeros(xc.shape, bool)
+        for negative in (False, True):
+            sel = neg == negative
+            side = _side(fmt, negative, neg_zero)
+            rr = None if r is None else r[sel]
+            idx = _round_side(a[sel], fmt, negative, mode, cdt, rr, sr_bits)
+            out[sel] = side.codes[idx]
+            out_hi[sel] = idx == len(side.mags) - 1
+            if side.low_ext:
+                out_lo[sel] = idx == 0
+    isnan = np.isnan(xc)
+    out_lo &= ~isnan
+    if out_lo.any():
+        _apply_out_of_range(out, out_lo, neg, x, fmt, mode, overflow, high=False)
+    out_hi &= ~isnan
+    if out_hi.any():
+        _apply_out_of_range(out, out_hi, neg, x, fmt, mode, overflow, high=True)
+    if isnan.any():
+        if nan_policy == "error":
+            raise nan_error(fmt)
+        for negative in (False, True):
+            sel = isnan & (neg == negative)
+            if sel.any():
+                out[sel] = nan_input_code(fmt, nan_policy, negative)
+    return out
+
+
+@lru_cache(maxsize=None)
+def _same_grid(fmt: Format) -> bool:
+    return magnitude_grid(fmt, False) == magnitude_grid(fmt, True)
+
+
+def _round_signed(a, neg, fmt, mode, cdt, r, sr_bits):
+    """Magnitude index for a sign-symmetric grid; directed modes pick per sign."""
+    if mode in ("rup", "rdn"):
+        down = _round_side(a, fmt, False, "rtz", cdt, None, sr_bits)
+        up = _index(a, fmt, False, "up", cdt)
+        away = neg if mode == "rdn" else ~neg
+        return np.where(away, up, down)
+    return _round_side(a, fmt, False, mode, cdt, r, sr_bits)
+
+
+def _apply_out_of_range(out, mask, neg, x, fmt, mode, overflow, high):
+    if overflow == "error":
+        first = np.asarray(x)[mask].flat[0] if np.ndim(x) else x
+        raise overflow_error(fmt, float(first))
+    for negative in (False, True):
+        sel = mask & (neg == negative)
+        if not sel.any():
+            continue
+        out[sel] = _out_of_range_code_vec(fmt, negative, high, mode, overflow)
+
+
+@lru_cache(maxsize=None)
+def _out_of_range_code_vec(fmt, negative, high, mode, overflow):
+    from fp4spec.reference import _out_of_range_code
+
+    return _out_of_range_code(fmt, None, negative, high, mode, overflow)
+
+
+def check_rbits(rbits, shape, sr_bits: int) -> np.ndarray:
+    """Validate random bits for ``sr``: integers in [0, 2^sr_bits) broadcastable to ``shape``."""
+    if not isinstance(sr_bits, (int, np.integer)) or not 1 <= int(sr_bits) <= 32:
+        raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")
+    if rbits is None:
+        raise ValueError("rbits: rounding='sr' needs explicit random bits (an integer array in "
+                         f"[0, 2**{sr_bits}) broadcastable to x), or seed= to draw them")
+    arr = np.asarray(rbits)
+    if arr.dtype.kind not in "ui":
+        raise ValueError(f"rbits: dtype {arr.dtype} is not an integer dtype")
+    if arr.size and (arr.min() < 0 or arr.max() >= (1 << int(sr_bits))):
+        raise ValueError(f"rbits: values must be in [0, 2**{sr_bits}) = [0, {(1 << int(sr_bits)) - 1}], "
+                         f"got [{arr.min()}, {arr.max()}]")
+    try:
+        return np.broadcast_to(arr, shape)
+    except ValueError:
+        raise ValueError(f"rbits: shape {arr.shape} does not broadcast to x's shape {shape}") from None
+
+
+def decode(codes, fmt: "str | Format") -> np.ndarray:
+    """float64 values of ``codes`` (a table lookup)."""
+    fmt = get_format(fmt)
+    arr = np.asarray(codes)
+    if arr.dtype.kind not in "ui":
+        raise TypeError(f"codes: dtype {arr.dtype} is not an integer dtype")
+    if arr.size and (arr.min() < 0 or arr.max() >= (1 << fmt.bits)):
+        raise ValueError(f"codes: values must be {fmt.bits}-bit codes of {fmt.name!r} in "
+                         f"[0, {(1 << fmt.bits) - 1}], got [{arr.min()}, {arr.max()}]")
+    return fmt.values[arr]
+
+
+__all__ = ["encode", "decode", "check_rbits", "as_float_array"]

@@ -1,0 +1,65 @@
+"""The public conversion API: ``fp4spec.encode`` and ``fp4spec.decode`` over whole arrays.
+
+These run the vectorized emulator (:mod:`fp4spec.emulator`), which is tested equal to the
+normative scalar algorithm :func:`fp4spec.reference.encode_scalar`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .number_formats import Format
+from .rounding import DEFAULT_SR_BITS
+
+
+def draw_rbits(shape, sr_bits: int = DEFAULT_SR_BITS, seed=None) -> np.ndarray:
+    """Random bits for ``rounding="sr"``: uint32 integers in [0, 2^sr_bits), reproducible from ``seed``.
+
+    Drawn with ``numpy.random.default_rng(seed).integers(0, 2**sr_bits, size=shape,
+    dtype=np.uint32)``, so the same seed and shape always give the same bits.
+    """
+    if not isinstance(sr_bits, (int, np.integer)) or not 1 <= int(sr_bits) <= 32:
+        raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")
+    return np.random.default_rng(seed).integers(0, 1 << int(sr_bits), size=shape, dtype=np.uint64).astype(np.uint32)
+
+
+def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits: int = DEFAULT_SR_BITS,
+           seed=None, return_rbits: bool = False, overflow: str = "saturate", nan: str = "auto",
+           neg_zero: str = "preserve"):
+    """Encode real values into codes of ``fmt``.
+
+    Args:
+        x: float16, bfloat16 (ml_dtypes), float32 or float64 array, or a Python scalar.
+            Every value is read exactly (float64 is not rounded through float32).
+        fmt: a format name (see ``fp4spec.formats``) or descriptor.
+        rounding: ``"rne"``, ``"rna"``, ``"rtz"``, ``"rup"``, ``"rdn"``, ``"rto"`` or ``"sr"``.
+        rbits: for ``"sr"``: integers in ``[0, 2**sr_bits)`` broadcastable to ``x``; the
+            magnitude rounds away from zero iff ``frac * 2**sr_bits + r >= 2**sr_bits``.
+        sr_bits: random bits per element (default 8, as Blackwell's ``cvt.rs`` for e2m1).
+        seed: for ``"sr"`` without ``rbits``: draw them with :func:`draw_rbits`.
+        return_rbits: also return the random bits used (``"sr"`` only).
+        overflow, nan, neg_zero: policies, see :func:`fp4spec.reference.encode_scalar`.
+
+    Returns:
+        uint8 codes of x's shape (or ``(codes, rbits)`` with ``return_rbits=True``).
+    """
+    from fp4spec.emulator.encode import as_float_array, encode as _encode
+
+    if rounding == "sr" and rbits is None and seed is not None:
+        rbits = draw_rbits(np.shape(as_float_array(x)), sr_bits, seed)
+    elif seed is not None and rounding != "sr":
+        raise ValueError(f"seed: only used with rounding='sr', not {rounding!r}")
+    codes = _encode(x, fmt, rounding, rbits=rbits, sr_bits=sr_bits, overflow=overflow, nan=nan,
+                    neg_zero=neg_zero)
+    if return_rbits:
+        if rounding != "sr":
+            raise ValueError("return_rbits: only meaningful with rounding='sr'")
+        return codes, np.broadcast_to(np.asarray(rbits), codes.shape)
+    return codes
+
+
+def decode(codes, fmt: "str | Format") -> np.ndarray:
+    """float64 values of ``codes`` (NaN for NaN codes, -0.0 for the negative-zero code)."""
+    from fp4spec.emulator.encode import decode as _decode
+
+    return _decode(codes, fmt)

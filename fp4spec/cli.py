@@ -1,0 +1,77 @@
+"""The ``fp4spec`` command line (also ``python -m fp4spec``)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+
+from .number_formats import formats, get_format
+
+
+def _cmd_formats(args) -> int:
+    for fmt in formats.values():
+        print(fmt.describe())
+    return 0
+
+
+def render_table(fmt_name: str, output: str) -> str:
+    """Every code of a format as markdown, CSV or JSON."""
+    fmt = get_format(fmt_name)
+    rows = fmt.code_table()
+    if output == "json":
+        return json.dumps({"format": fmt.name, "bits": fmt.bits, "codes": [
+            {"code": r.code, "hex": r.hex, "sign": r.sign, "exponent": r.exponent, "mantissa": r.mantissa,
+             "value": None if r.value != r.value else r.value} for r in rows]}, indent=2)
+    if output == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["code", "hex", "sign", "exponent", "mantissa", "value"])
+        for r in rows:
+            w.writerow([r.code, r.hex, r.sign, r.exponent, r.mantissa, repr(r.value)])
+        return buf.getvalue().rstrip("\n")
+    lines = ["| hex | sign | exponent | mantissa | value |", "|---|---|---|---|---|"]
+    lines += [f"| {r.hex} | {r.sign or '-'} | {r.exponent or '-'} | {r.mantissa or '-'} | {r.value!r} |" for r in rows]
+    return "\n".join(lines)
+
+
+def _cmd_table(args) -> int:
+    print(render_table(args.format, args.output))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fp4spec", description="The executable, bit-exact specification of 4-bit number formats.")
+    parser.add_argument("--version", action="version", version=f"fp4spec {__import__('fp4spec').__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("formats", help="list every catalogued format, one line each")
+    p.set_defaults(func=_cmd_formats)
+
+    p = sub.add_parser("table", help="every code of a format: hex, sign/exponent/mantissa bits, value")
+    p.add_argument("format", choices=list(formats), metavar="FORMAT", help=f"one of: {', '.join(formats)}")
+    p.add_argument("--output", choices=["md", "csv", "json"], default="md")
+    p.set_defaults(func=_cmd_table)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except (ValueError, TypeError) as exc:
+        print(f"fp4spec: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. piped into `head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
