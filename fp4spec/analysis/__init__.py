@@ -16,13 +16,13 @@ lazily), or as a callable ``x -> dequantized x``.
 """
 
 from ._quantizer import SCHEMES, QuantizeUnavailable
-from .bias import BIAS_ROUNDINGS, attenuation, rounding_interval, scheme_bias, shrinkage_bias
+from .bias import BIAS_ROUNDINGS, attenuation, grid_point_bias, rounding_interval, scheme_bias, shrinkage_bias
 from .compounding import DepthCurve, attenuation_vs_depth
 from .distributions import DISTRIBUTIONS, sample
 from .sqnr import Comparison, compare, quantize_roundtrip, sqnr, sqnr_db
 
 __all__ = [
-    "SCHEMES", "QuantizeUnavailable", "BIAS_ROUNDINGS", "attenuation", "rounding_interval", "scheme_bias",
+    "SCHEMES", "QuantizeUnavailable", "BIAS_ROUNDINGS", "attenuation", "grid_point_bias", "rounding_interval", "scheme_bias",
     "shrinkage_bias", "DepthCurve", "attenuation_vs_depth", "DISTRIBUTIONS", "sample", "Comparison", "compare",
     "quantize_roundtrip", "sqnr", "sqnr_db",
 ]

@@ -17,7 +17,7 @@ import numpy as np
 from fp4spec.number_formats import Format, get_format
 from fp4spec.rounding import check_choice
 
-from ._quantizer import as_quantizer, scheme_label
+from ._quantizer import as_quantizer, quantize_function, scheme_label
 
 #: Rounding modes for which the rounding interval of each grid value is an interval.
 BIAS_ROUNDINGS = ("rne", "rna", "rtz", "rdn", "rup")
@@ -100,6 +100,51 @@ def attenuation(x, xq) -> float:
     return float(np.dot(b.ravel(), a.ravel())) / den
 
 
+def grid_point_bias(x, xq, g) -> dict:
+    """Measured error per grid point, in units of the scaled grid.
+
+    ``g`` is each element's grid value (the decoded element code, before any scale), so
+    ``xq = g * s`` with ``s`` the element's effective scale (block, tensor and, for HiF4,
+    micro-exponent scales together). For every element with ``g != 0``:
+
+    1. ``s = xq / g`` and ``u = x / s`` (the input in grid units);
+    2. the error in grid units is ``sign(g) * (g - u)``: negative = pulled towards zero.
+
+    Returns ``{|g|: (mean error, count)}`` in increasing ``|g|``; compare with
+    :func:`shrinkage_bias`, which is the same quantity for inputs uniform in each
+    rounding interval (real data is denser near zero, so the measured means differ).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    xq = np.asarray(xq, dtype=np.float64)
+    g = np.asarray(g, dtype=np.float64)
+    if not (x.shape == xq.shape == g.shape):
+        raise ValueError(f"x, xq, g: shapes {x.shape}, {xq.shape}, {g.shape} differ")
+    m = (g != 0) & np.isfinite(g) & (xq != 0)
+    gm = g[m]
+    u = x[m] * gm / xq[m]
+    err = np.sign(gm) * (gm - u)
+    mags = np.abs(gm)
+    out = {}
+    for v in np.unique(mags):
+        sel = mags == v
+        out[float(v)] = (float(err[sel].mean()), int(sel.sum()))
+    return out
+
+
+def _grid_values(qt, shape):
+    """Decoded element codes of a QuantizedTensor (``qt.codes`` with ``qt.scheme.element``), or None."""
+    codes = getattr(qt, "codes", None)
+    elem = getattr(getattr(qt, "scheme", None), "element", None)
+    if codes is None or elem is None:
+        return None
+    from fp4spec.api import decode
+
+    codes = np.asarray(codes)
+    if codes.shape != tuple(shape):
+        return None
+    return decode(codes, elem)
+
+
 def scheme_bias(x, scheme, *, rounding: str = "rne") -> dict:
     """Measured bias of a whole block-scaled scheme on data ``x`` (blocks along the last axis).
 
@@ -107,26 +152,29 @@ def scheme_bias(x, scheme, *, rounding: str = "rne") -> dict:
 
     1. ``xq = dequantize(quantize(x, scheme, axis=-1, rounding=rounding))`` (or
        ``scheme(x)`` for a callable).
-    2. ``mean_error = mean(xq - x)`` and ``relative_shrinkage = sum(sign(x) * (xq - x)) /
-       sum(|x|)``: the mean signed change of magnitude, relative to the mean magnitude
+    2. ``mean_error = mean(xq - x)``; ``relative_shrinkage = sum(sign(x) * (xq - x)) /
+       sum(|x|)``: the mean signed change of magnitude relative to the mean magnitude
        (negative = values pulled towards zero).
     3. ``eta = attenuation(x, xq)`` (:func:`attenuation`).
-    4. Per grid point, in units of the scaled grid: every element whose quantized value
-       is non-zero has an effective scale ``s = |xq| / g`` where ``g`` is its grid value;
-       ``g`` is recovered per block as ``|xq| / min_nonzero(|xq|) * g_min``... only when
-       the scheme exposes codes; see ``grid_point_bias`` below. Here the bias per grid
-       point is measured on ``u = |x| / s`` and ``g``: ``mean(g - u)`` over the elements
-       with grid value ``g`` (returned when the quantized tensor exposes ``codes`` and its
-       scheme's element format, else omitted).
+    4. For a scheme given by name or descriptor, whose quantized tensor exposes ``codes``
+       and ``scheme.element``: ``grid_point_bias`` = :func:`grid_point_bias` of
+       ``(x, xq, decode(codes, element))``.
 
     Returns:
-        ``{"scheme", "mean_error", "relative_shrinkage", "eta"}`` plus ``"grid_point_bias"``
-        (``{g: (mean error in grid units, count)}``) where available.
+        ``{"scheme", "mean_error", "relative_shrinkage", "eta"}`` and, where step 4 applies,
+        ``"grid_point_bias"`` (``{|g|: (mean error in grid units, count)}``).
     """
-    q = as_quantizer(scheme, rounding=rounding)
     a = np.asarray(x, dtype=np.float32)
-    xq = q(a)
     a64 = a.astype(np.float64)
+    g = None
+    if callable(scheme) and not isinstance(scheme, str) and not hasattr(scheme, "element"):
+        xq = as_quantizer(scheme)(a)
+    else:
+        if not isinstance(scheme, str) and not hasattr(scheme, "name"):
+            as_quantizer(scheme)  # raises the argument error
+        qt = quantize_function()(a, scheme, axis=-1, rounding=rounding)
+        xq = np.asarray(qt.dequantize(), dtype=np.float64)
+        g = _grid_values(qt, a.shape)
     err = xq - a64
     out = {
         "scheme": scheme_label(scheme),
@@ -134,4 +182,6 @@ def scheme_bias(x, scheme, *, rounding: str = "rne") -> dict:
         "relative_shrinkage": float(np.sum(np.sign(a64) * err) / np.sum(np.abs(a64))),
         "eta": attenuation(a64, xq),
     }
+    if g is not None:
+        out["grid_point_bias"] = grid_point_bias(a64, xq, g)
     return out

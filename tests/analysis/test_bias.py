@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import fp4spec
-from fp4spec.analysis import attenuation, rounding_interval, scheme_bias, shrinkage_bias
+from fp4spec.analysis import attenuation, grid_point_bias, rounding_interval, scheme_bias, shrinkage_bias
 
 from ._helpers import quantize_api
 
@@ -91,3 +91,24 @@ def test_scheme_bias_on_quantized_input_is_one(scheme):
     x = np.random.default_rng(3).standard_normal((16, 256)).astype(np.float32)
     y = np.asarray(quantize(x, scheme).dequantize(), dtype=np.float32)
     assert scheme_bias(y, scheme)["eta"] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_grid_point_bias_units():
+    # scale 2: inputs 3.6 and 4.4 (grid units 1.8, 2.2) both round to g = 2
+    x = np.array([3.6, 4.4, -3.6, 1.0])
+    xq = np.array([4.0, 4.0, -4.0, 0.0])
+    g = np.array([2.0, 2.0, -2.0, 0.0])
+    b = grid_point_bias(x, xq, g)
+    assert list(b) == [2.0]
+    mean, count = b[2.0]
+    assert count == 3 and mean == pytest.approx((0.2 - 0.2 + 0.2) / 3)
+
+
+def test_grid_point_bias_matches_exact_for_uniform_inputs():
+    # inputs uniform over [0, 5] in grid units, scale 1: measured per-point bias -> exact
+    x = np.linspace(0, 5, 500001)
+    g = fp4spec.decode(fp4spec.encode(x, "e2m1"), "e2m1")
+    b = grid_point_bias(x, g, g)
+    exact = shrinkage_bias("e2m1")
+    for v in (0.5, 1.0, 1.5, 2.0, 3.0, 4.0):
+        assert b[v][0] == pytest.approx(exact[v], abs=1e-4)
