@@ -1,1 +1,194 @@
-"""profiles"""
+"""Vendor profiles: each vendor's implementation-defined choices, as data.
+
+A *profile* names one implementation (OCP MX v1.0, TransformerEngine, torchao, ml_dtypes,
+the HiFloat4 golden model) and records, for each *policy* it has an opinion on, which choice
+it makes. The profile modules (:mod:`.ocp_mx`, :mod:`.transformer_engine`, :mod:`.torchao`,
+:mod:`.ml_dtypes`, :mod:`.hif4`) hold only that data; the block-scaling algorithms
+(:mod:`fp4spec.scaling`, :mod:`fp4spec.emulator.blockscale`) read the policies of the
+scheme's profile and contain every branch. A policy a profile does not set is shown as
+``-`` (the vendor has no such operation).
+
+Use :func:`list_profiles` for the profiles, :func:`get_profile` for one, and
+:func:`describe_profiles` for a table of every policy across every profile, rows where the
+profiles disagree marked with ``*``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+from typing import Mapping
+
+#: Every policy a profile may set: name -> (what it decides, the allowed choices).
+#: Choices are short strings; the algorithms switch on them.
+POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
+    # -- MX (E8M0 block scale) ----------------------------------------------------------------
+    "mx_default_scale_rule": (
+        "E8M0 scale rule used when none is given",
+        ("floor", "ceil", "rceil", "even")),
+    "mx_nonfinite_block": (
+        "scale of a block whose amax is NaN or Inf: 'nan_scale' = 0xFF for NaN and Inf; "
+        "'nan_only' = 0xFF for NaN, an Inf amax goes through the rule as 2^128",
+        ("nan_scale", "nan_only")),
+    "mx_element_scaling": (
+        "how elements are scaled: 'exact' = fp32(x * 2^-e); 'torchao' = fp32(x / max(2^e, 2^-126)) "
+        "for floor/ceil/even and fp32(x * r) with r = 1.0 for scale byte 0 for rceil",
+        ("exact", "torchao")),
+    "mx_rceil_descale": (
+        "rceil: how amax/max_elem is formed in fp32",
+        ("mul_reciprocal", "divide")),
+    # -- NVFP4 two-level (E4M3 block scale + FP32 tensor scale) ---------------------------------
+    "nv_scale_chain": (
+        "fp32 operation order of the two-level scales: 'te' = S_enc = Emax*max/amax, "
+        "S_dec_b = amax*(S_enc*(1/max)), S_enc_b = 1/(s*S_dec); 'torchao' = pts = amax/(Emax*max), "
+        "s = (amax/max)/pts, r = (1/pts)/s",
+        ("te", "torchao")),
+    "nv_block_scale_floor": (
+        "lower bound applied to the block scale before the E4M3 cast",
+        ("none", "e4m3_min_normal")),
+    "nv_zero_global_amax": (
+        "all-zero (or non-finite amax) tensor: 'one' = S_enc = 1; 'nan' = the chain divides by a "
+        "zero tensor scale and the block scales are NaN",
+        ("one", "nan")),
+    "nv_negative_zero": (
+        "element code of a scaled value that is exactly -0.0: 'preserve' = -0 code; "
+        "'positive' = +0 code (negative values rounding to zero keep -0)",
+        ("preserve", "positive")),
+    "nv_dequant_order": (
+        "fp32 order of dequantization: '(q*s)*g' or 'q*(g*s)'",
+        ("(q*s)*g", "q*(g*s)")),
+    "nv_4over6": (
+        "4over6 candidate selection available",
+        ("yes", "no")),
+    # -- element conversion ---------------------------------------------------------------------
+    "element_rounding": (
+        "rounding of scaled elements",
+        ("rne", "rna")),
+    "element_nan": (
+        "code of a NaN scaled element in a 4-bit format without NaN",
+        ("zero", "signed_zero", "max", "unspecified")),
+    "element_overflow": (
+        "finite scaled values beyond the element's max",
+        ("saturate", "nan")),
+    "e4m3_overflow": (
+        "float -> E4M3 beyond 448 after rounding",
+        ("saturate", "nan")),
+    "e8m0_cast": (
+        "float -> E8M0 cast of a value: 'rne' = nearest power of two (1.5 -> 2), 0 -> NaN; "
+        "'exponent_bits' = no cast, the scale is built from an integer exponent",
+        ("rne", "exponent_bits")),
+    "int4_cast": (
+        "float -> INT4: 'round_saturate' or 'truncate_wrap' (toward zero, modulo 16)",
+        ("round_saturate", "truncate_wrap")),
+    # -- HiF4 -------------------------------------------------------------------------------------
+    "hif4_element_arith": (
+        "precision of the HiF4 element rounding |x| * REC * 2^(2-DE)",
+        ("float64", "float32")),
+    "hif4_zero_group": (
+        "HiF4 all-zero group",
+        ("scale_2^-48", "nan")),
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """One implementation's policy choices.
+
+    Fields:
+        name: the short name used as ``profile=`` (``"ocp"``, ``"te"``, ``"torchao"``,
+            ``"ml_dtypes"``, ``"hif4"``).
+        title: the implementation, in words.
+        source: where the choices were read (document, repository and commit).
+        structures: the scheme structures (``"mx"``, ``"two_level"``, ``"hif4"``) this
+            profile can drive in :func:`fp4spec.quantize`; empty for element-only profiles.
+        policies: policy name (a key of :data:`POLICIES`) -> choice.
+    """
+
+    name: str
+    title: str
+    source: str
+    structures: tuple[str, ...]
+    policies: Mapping[str, str]
+
+    def __post_init__(self):
+        for key, value in self.policies.items():
+            if key not in POLICIES:
+                raise ValueError(f"policies: {key!r} is not a known policy; known: {', '.join(POLICIES)}")
+            allowed = POLICIES[key][1]
+            if value not in allowed:
+                raise ValueError(f"policies[{key!r}]: {value!r} is not one of {', '.join(map(repr, allowed))}")
+        object.__setattr__(self, "policies", MappingProxyType(dict(self.policies)))
+
+    def policy(self, key: str) -> str:
+        """The choice for ``key`` (KeyError naming the profile if it has none)."""
+        try:
+            return self.policies[key]
+        except KeyError:
+            raise KeyError(f"profile {self.name!r} sets no policy {key!r}") from None
+
+
+def _load() -> dict[str, Profile]:
+    from . import hif4, ml_dtypes, ocp_mx, torchao, transformer_engine
+
+    profiles = [ocp_mx.PROFILE, transformer_engine.PROFILE, torchao.PROFILE, ml_dtypes.PROFILE, hif4.PROFILE]
+    return {p.name: p for p in profiles}
+
+
+_PROFILES: dict[str, Profile] | None = None
+
+
+def _profiles() -> dict[str, Profile]:
+    global _PROFILES
+    if _PROFILES is None:
+        _PROFILES = _load()
+    return _PROFILES
+
+
+def list_profiles() -> list[Profile]:
+    """Every profile, in a fixed order (OCP MX, TransformerEngine, torchao, ml_dtypes, HiF4)."""
+    return list(_profiles().values())
+
+
+def get_profile(name: "str | Profile") -> Profile:
+    """Look up a profile by name (a :class:`Profile` passes through)."""
+    if isinstance(name, Profile):
+        return name
+    profiles = _profiles()
+    try:
+        return profiles[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"profile: {name!r} is not one of {', '.join(map(repr, profiles))}") from None
+
+
+def differing_policies() -> list[str]:
+    """Policies set by at least two profiles with different choices."""
+    out = []
+    for key in POLICIES:
+        values = {p.policies[key] for p in list_profiles() if key in p.policies}
+        if len(values) > 1:
+            out.append(key)
+    return out
+
+
+def describe_profiles() -> str:
+    """A markdown table: one row per policy, one column per profile; ``*`` marks disagreement."""
+    profiles = list_profiles()
+    differ = set(differing_policies())
+    header = "| policy | " + " | ".join(p.name for p in profiles) + " |"
+    rule = "|---|" + "---|" * len(profiles)
+    lines = [header, rule]
+    for key in POLICIES:
+        if not any(key in p.policies for p in profiles):
+            continue
+        cells = [p.policies.get(key, "-") for p in profiles]
+        mark = " *" if key in differ else ""
+        lines.append(f"| {key}{mark} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("* = the profiles that set this policy disagree.")
+    lines.append("")
+    for p in profiles:
+        lines.append(f"- {p.name}: {p.title} ({p.source})")
+    return "\n".join(lines)
+
+
+__all__ = ["POLICIES", "Profile", "describe_profiles", "differing_policies", "get_profile", "list_profiles"]
