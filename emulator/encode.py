@@ -22,6 +22,7 @@ import numpy as np
 from fp4spec.number_formats import Format, get_format
 from fp4spec.reference import (
     check_policies,
+    _negative_zero_code,
     magnitude_grid,
     nan_error,
     nan_input_code,
@@ -52,7 +53,7 @@ def _side(fmt: Format, negative: bool, neg_zero: str) -> _Side:
         match = [c for vv, c in fmt.grid if vv == v]
         codes.append(match[0] if match else 0)
     if negative and fmt.has_negative_zero and neg_zero == "preserve" and grid[0] == 0:
-        codes[0] = next(c for c in range(1 << fmt.bits) if fmt._decode_exact(c)[0] == "negzero")
+        codes[0] = _negative_zero_code(fmt)
     mags = np.array([float(g) for g in grid])
     even = np.array([significand_is_even(fmt, g) for g in grid])
     dtype = np.uint8 if fmt.bits <= 8 else np.uint16
@@ -195,6 +196,22 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
         out_hi = (idx == top) & ~out_lo
         if pos_side.low_ext:
             out_lo |= idx == 0
+    elif _codes_are_sign_magnitude_indices(fmt):
+        # Fast path (e2m1, e1m2, s1p2, e4m3, ...): the code is the magnitude index with the
+        # sign bit on top, so no table lookup is needed.
+        idx = _round_signed(a, neg, fmt, mode, cdt, r, sr_bits).astype(pos_side.codes.dtype, copy=False)
+        if overflow == "saturate":
+            out_hi = np.zeros(xc.shape, bool)
+            np.minimum(idx, top - 1, out=idx)
+        else:
+            out_hi = idx == top
+        sign = neg.view(np.uint8).astype(idx.dtype)
+        if neg_zero == "flush" or not fmt.has_negative_zero:
+            sign &= idx != 0
+        sign <<= fmt.bits - 1
+        out = idx
+        out |= sign
+        out_lo = np.zeros(xc.shape, bool)
     elif _same_grid(fmt):
         idx = _round_signed(a, neg, fmt, mode, cdt, r, sr_bits)
         neg_codes = _side(fmt, True, neg_zero).codes
@@ -229,6 +246,19 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
             if sel.any():
                 out[sel] = nan_input_code(fmt, nan_policy, negative)
     return out
+
+
+@lru_cache(maxsize=None)
+def _codes_are_sign_magnitude_indices(fmt: Format) -> bool:
+    """True if code == magnitude index (| sign bit) on both sides, as for most minifloats."""
+    if not fmt.signed or not _same_grid(fmt):
+        return False
+    pos = _side(fmt, False, "preserve")
+    if pos.low_ext:
+        return False
+    finite = len(pos.mags) - 1  # the last point is the extension above max
+    return all(int(pos.codes[i]) == i for i in range(finite)) and all(
+        fmt._decode_exact(i | (1 << (fmt.bits - 1)))[1] == -fmt._decode_exact(i)[1] for i in range(finite))
 
 
 @lru_cache(maxsize=None)

@@ -496,7 +496,8 @@ def p3109_format(k: int, p: int, signedness: str = "signed", domain: str = "fini
     e = k - int(signed) - m
     bias = 2 ** (k - p - 1) if signed else 2 ** (k - p)
     name = f"binary{k}p{p}{'s' if signed else 'u'}{'e' if domain == 'extended' else 'f'}"
-    return FloatFormat(name, e, m, bias, signed=signed, subnormals=p > 1, specials="p3109", domain=domain)
+    # E == 0 holds zero (and, for P > 1, the subnormals): the draft always has zero at code 0.
+    return FloatFormat(name, e, m, bias, signed=signed, subnormals=True, specials="p3109", domain=domain)
 
 
 def register_format(fmt: Format, *, replace: bool = False) -> Format:

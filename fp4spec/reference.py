@@ -6,6 +6,7 @@ to this on every code of every format, on every bfloat16 value and on generated 
 
 from __future__ import annotations
 
+import bisect
 import math
 from fractions import Fraction
 from functools import lru_cache
@@ -72,11 +73,18 @@ def magnitude_grid(fmt: Format, negative: bool) -> tuple[Fraction, ...]:
     return tuple(mags)
 
 
+@lru_cache(maxsize=None)
+def _codes_by_value(fmt: Format) -> dict[Fraction, int]:
+    return dict(fmt.grid)
+
+
 def _code_of(fmt: Format, value: Fraction) -> int:
-    for v, c in fmt.grid:
-        if v == value:
-            return c
-    raise AssertionError(f"{value} is not representable in {fmt.name}")
+    return _codes_by_value(fmt)[value]
+
+
+@lru_cache(maxsize=None)
+def _negative_zero_code(fmt: Format) -> int:
+    return next(c for c in range(1 << fmt.bits) if fmt._decode_exact(c)[0] == "negzero")
 
 
 def canonical_nan_code(fmt: Format, negative: bool) -> int:
@@ -143,7 +151,7 @@ def nan_input_code(fmt: Format, policy: str, negative: bool) -> int:
     if policy == "signed_zero":
         # ml_dtypes: the quiet NaN of a NaN-less format is its -0 code, negated for -NaN.
         if fmt.has_negative_zero and not negative:
-            return next(c for c in range(1 << fmt.bits) if fmt.values[c] == 0 and math.copysign(1, fmt.values[c]) < 0)
+            return _negative_zero_code(fmt)
         return _code_of(fmt, Fraction(0))
     raise nan_error(fmt)
 
@@ -225,7 +233,7 @@ def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | Non
     if has_low_ext and a <= grid[0]:
         return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=overflow)
     # Step 5
-    i = max(k for k in range(len(grid)) if grid[k] <= a)
+    i = bisect.bisect_right(grid, a) - 1
     lo, hi = grid[i], grid[min(i + 1, len(grid) - 1)]
     result = choose_neighbour(a, lo, hi, significand_is_even(fmt, lo), significand_is_even(fmt, hi),
                               mode, negative=negative, r=r, sr_bits=sr_bits)
@@ -236,7 +244,7 @@ def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | Non
     # Step 6
     if result == 0:
         if negative and fmt.has_negative_zero and neg_zero == "preserve":
-            return next(c for c in range(1 << fmt.bits) if fmt._decode_exact(c)[0] == "negzero")
+            return _negative_zero_code(fmt)
         return _code_of(fmt, Fraction(0))
     return _code_of(fmt, -result if negative else result)
 
