@@ -20,6 +20,10 @@ from .number_formats import (
 )
 
 from .api import decode, draw_rbits, encode
+from .block_schemes import Scheme, get_scheme, schemes
+from .quantize_api import dequantize, quantize
+from .quantized import QuantizedTensor
+from .rht import inverse_rht, rht
 from .layouts import blocked_shape, from_blocked, to_blocked
 from .packing import pack, unpack
 from .rounding import ROUNDING_MODES
@@ -37,13 +41,21 @@ __all__ = [
     "get_format",
     "p3109_format",
     "register_format",
+    "QuantizedTensor",
     "ROUNDING_MODES",
+    "Scheme",
     "blocked_shape",
     "decode",
+    "dequantize",
     "draw_rbits",
     "encode",
     "from_blocked",
+    "get_scheme",
+    "inverse_rht",
     "pack",
+    "quantize",
+    "rht",
+    "schemes",
     "to_blocked",
     "unpack",
     "__version__",

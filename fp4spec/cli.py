@@ -42,6 +42,13 @@ def _cmd_table(args) -> int:
     return 0
 
 
+def _cmd_profiles(args) -> int:
+    from .profiles import describe_profiles
+
+    print(describe_profiles())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fp4spec", description="The executable, bit-exact specification of 4-bit number formats.")
     parser.add_argument("--version", action="version", version=f"fp4spec {__import__('fp4spec').__version__}")
@@ -54,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("format", choices=list(formats), metavar="FORMAT", help=f"one of: {', '.join(formats)}")
     p.add_argument("--output", choices=["md", "csv", "json"], default="md")
     p.set_defaults(func=_cmd_table)
+
+    p = sub.add_parser("profiles", help="list the vendor profiles and where their policies differ")
+    p.set_defaults(func=_cmd_profiles)
     return parser
 
 
