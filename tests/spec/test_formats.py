@@ -147,9 +147,14 @@ def test_p3109_extended_and_unsigned():
 
 
 def test_register_format():
+    from fp4spec.number_formats import _FORMATS
+
     fmt = float_format("e2m2", bias=1, name="my_e2m2_test")
     fp4spec.register_format(fmt)
-    assert get_format("my_e2m2_test") is fmt
-    assert fp4spec.encode(np.array([1.3]), "my_e2m2_test").tolist() == [0b0_01_01]
-    with pytest.raises(ValueError, match="already"):
-        fp4spec.register_format(fmt)
+    try:
+        assert get_format("my_e2m2_test") is fmt
+        assert fp4spec.encode(np.array([1.3]), "my_e2m2_test").tolist() == [0b0_01_01]
+        with pytest.raises(ValueError, match="already"):
+            fp4spec.register_format(fmt)
+    finally:
+        del _FORMATS["my_e2m2_test"]
