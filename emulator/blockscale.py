@@ -15,10 +15,21 @@ Shortcuts that are provably identical to the reference (and tested equal to it):
   value of the same real number.
 * The clamp of scaled elements to +-max is skipped when it equals the element format's max:
   the saturating encoder gives the same code for every rounding mode.
+* UE4M3 block scales (already clamped to [0, 448], or NaN) are rounded with ml_dtypes'
+  ``float8_e4m3fn`` cast (RNE from float32), sign bit cleared -- ten times faster than the
+  generic encoder on a 127-code format and tested equal to it (:func:`encode_ue4m3`).
+* amax is the maximum of the float32 bit patterns with the sign bit cleared: for
+  non-negative floats the integer order is the numeric order, and every NaN pattern is
+  above +Inf, so a block holding a NaN has a NaN amax exactly as ``np.max`` gives.
+
+Blocks are independent once the tensor scale is known, so the work runs over chunks of
+whole blocks (or whole tiles) of about :data:`CHUNK_ELEMENTS` elements, which keeps every
+pass in the CPU cache; a Python loop runs per chunk, never per block.
 """
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from fp4spec.block_schemes import Scheme
@@ -27,6 +38,21 @@ from fp4spec.scaling import FLT_MAX, TensorScale, element_nan_policy, two_level_
 from .encode import encode
 
 F32 = np.float32
+
+#: Elements per chunk of blocks (float32: 512 KiB, about half an L2 cache).
+CHUNK_ELEMENTS = 1 << 17
+
+
+def abs_max_last(a: np.ndarray) -> np.ndarray:
+    """max |a| over the last axis of a float32 array; NaN if any element is NaN."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) & np.uint32(0x7FFFFFFF)
+    return np.max(bits, axis=-1).view(np.float32)
+
+
+def _chunks(n_units: int, unit_elems: int):
+    step = max(1, CHUNK_ELEMENTS // max(unit_elems, 1))
+    for start in range(0, n_units, step):
+        yield slice(start, min(start + step, n_units))
 
 
 # -- float32 bit fields -------------------------------------------------------------------------
@@ -95,9 +121,8 @@ def mx_exponents(amax: np.ndarray, scheme: Scheme) -> tuple[np.ndarray, np.ndarr
     return np.clip(e, -127, 127), nan_scale
 
 
-def quantize_mx(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """MX quantization of float32 blocks ``xb`` of shape (..., n_blocks, k): (codes, scale codes)."""
-    amax = np.max(np.abs(xb), axis=-1)
+def _quantize_mx_chunk(xb, scheme: Scheme, rounding, rbits, sr_bits):
+    amax = abs_max_last(xb)
     e, nan_scale = mx_exponents(amax, scheme)
     scale_codes = np.where(nan_scale, 0xFF, e + 127).astype(np.uint8)
     if scheme.policies["mx_element_scaling"] == "exact":
@@ -115,6 +140,19 @@ def quantize_mx(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_bits: i
     return codes, scale_codes
 
 
+def quantize_mx(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """MX quantization of float32 blocks ``xb`` of shape (..., n_blocks, k): (codes, scale codes)."""
+    k = xb.shape[-1]
+    flat = xb.reshape(-1, k)
+    rflat = None if rbits is None else np.broadcast_to(rbits, xb.shape).reshape(-1, k)
+    codes = np.empty(flat.shape, np.uint8)
+    scales = np.empty(flat.shape[:1], np.uint8)
+    for sl in _chunks(flat.shape[0], k):
+        codes[sl], scales[sl] = _quantize_mx_chunk(flat[sl], scheme, rounding,
+                                                   None if rflat is None else rflat[sl], sr_bits)
+    return codes.reshape(xb.shape), scales.reshape(xb.shape[:-1])
+
+
 def dequantize_mx(codes: np.ndarray, scales: np.ndarray, scheme: Scheme) -> np.ndarray:
     """fp32(P * 2^(code - 127)) per element; NaN where the scale code is 0xFF. codes: (..., nb, k)."""
     q = scheme.element.values.astype(np.float32)[codes]
@@ -128,13 +166,36 @@ def dequantize_mx(codes: np.ndarray, scales: np.ndarray, scheme: Scheme) -> np.n
 def block_amaxes(xb: np.ndarray, scheme: Scheme) -> np.ndarray:
     """vec_max per 1 x k row block: the block's amax, or for r x k tiles the tile's amax
     repeated over the tile's r rows. xb: (..., rows, n_blocks, k)."""
-    a = np.abs(xb)
     if not scheme.is_2d:
-        return np.max(a, axis=-1)
+        k = xb.shape[-1]
+        flat = xb.reshape(-1, k)
+        out = np.empty(flat.shape[:1], np.float32)
+        for sl in _chunks(flat.shape[0], k):
+            out[sl] = abs_max_last(flat[sl])
+        return out.reshape(xb.shape[:-1])
     r = scheme.tile_rows
     *lead, rows, nb, k = xb.shape
-    tiles = np.max(a.reshape(*lead, rows // r, r, nb, k), axis=(-3, -1))
-    return np.repeat(tiles, r, axis=-2)
+    tiles = xb.reshape(-1, r, nb, k)
+    out = np.empty((tiles.shape[0], nb), np.float32)
+    for sl in _chunks(tiles.shape[0], r * nb * k):
+        t = tiles[sl]
+        out[sl] = abs_max_last(abs_max_last(t).transpose(0, 2, 1))
+    return np.repeat(out.reshape(*lead, rows // r, nb), r, axis=-2)
+
+
+def encode_ue4m3(s: np.ndarray) -> np.ndarray:
+    """UE4M3 codes of float32 values in [0, 448] or NaN: RNE (== ``encode(s, "ue4m3")`` there).
+
+    The ml_dtypes cast rounds to nearest even with subnormals; the sign bit is cleared so a
+    NaN of either sign gives the UE4M3 NaN 0x7F.
+    """
+    return s.astype(ml_dtypes.float8_e4m3fn).view(np.uint8) & np.uint8(0x7F)
+
+
+def _encode_scale(s: np.ndarray, scheme: Scheme) -> np.ndarray:
+    if scheme.scale.name == "ue4m3":
+        return encode_ue4m3(s)
+    return encode(s, scheme.scale, "rne", overflow="saturate")
 
 
 def _scale_values(codes: np.ndarray, scheme: Scheme) -> np.ndarray:
@@ -160,7 +221,7 @@ def block_scale_codes(vec_max: np.ndarray, ts: TensorScale, scheme: Scheme, cand
                 fl = scheme.scale.min_normal if scheme.scale.min_normal is not None else scheme.scale.min_positive
                 s = np.maximum(s, F32(fl))
         s = np.minimum(s, top)
-    return encode(s.astype(np.float32), scheme.scale, "rne", overflow="saturate")
+    return _encode_scale(s.astype(np.float32, copy=False), scheme)
 
 
 def element_multipliers(scale_codes: np.ndarray, ts: TensorScale, scheme: Scheme) -> np.ndarray:
@@ -210,31 +271,58 @@ def tree_sum_rows(err: np.ndarray, r: int) -> np.ndarray:
     return np.repeat(t[..., 0, :], r, axis=-2)
 
 
-def quantize_two_level(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_bits: int):
-    """Two-level quantization of float32 blocks xb (..., rows, n_blocks, k) (rows: the
-    second-to-last axis of the input; 1D schemes may have any leading shape).
-
-    Returns (codes, scale codes (..., rows, n_blocks), TensorScale).
-    """
-    with np.errstate(invalid="ignore"):
-        gmax = np.max(np.abs(xb)) if xb.size else F32(0.0)
-    ts = two_level_tensor_scale(F32(gmax), scheme)
-    vec_max = block_amaxes(xb, scheme)
+def _two_level_chunk(xb, vec_max, ts: TensorScale, scheme: Scheme, rounding, rbits, sr_bits):
+    """Codes and scale codes of whole blocks (1D: (B, k) with vec_max (B,); tiles:
+    (T, r, nb, k) with vec_max (T, r, nb))."""
     if scheme.scale_rule != "4over6":
         scale_codes = block_scale_codes(vec_max, ts, scheme)
-        codes = element_codes(xb, element_multipliers(scale_codes, ts, scheme), scheme, rounding, rbits, sr_bits)
-        return codes, scale_codes, ts
+        return element_codes(xb, element_multipliers(scale_codes, ts, scheme), scheme, rounding, rbits, sr_bits), scale_codes
     cands = []
     for candidate in (1.0, 1.5):
         sc = block_scale_codes(vec_max, ts, scheme, candidate)
         c = element_codes(xb, element_multipliers(sc, ts, scheme), scheme, rounding, rbits, sr_bits)
         err = four_over_six_errors(xb, c, sc, ts, scheme)
         if scheme.is_2d:
-            err = tree_sum_rows(err, scheme.tile_rows)
+            err = tree_sum_rows(err.reshape(-1, err.shape[-1]), scheme.tile_rows).reshape(err.shape)
         cands.append((c, sc, err))
     (c6, s6, e6), (c4, s4, e4) = cands
     pick4 = e4 < e6
-    return np.where(pick4[..., None], c4, c6), np.where(pick4, s4, s6), ts
+    return np.where(pick4[..., None], c4, c6), np.where(pick4, s4, s6)
+
+
+def quantize_two_level(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_bits: int):
+    """Two-level quantization of float32 blocks xb (..., rows, n_blocks, k) (rows: the
+    second-to-last axis of the input; 1D schemes may have any leading shape).
+
+    1. vec_max of every block (or tile) -- one pass, kept.
+    2. global amax = max of the vec_max (NaN if any is NaN) -> the tensor scale
+       (:func:`fp4spec.scaling.two_level_tensor_scale`, one scalar).
+    3. Chunk by chunk: block scale codes, multipliers, element codes.
+
+    Returns (codes, scale codes (..., rows, n_blocks), TensorScale).
+    """
+    vec_max = block_amaxes(xb, scheme)
+    gmax = np.max(vec_max) if vec_max.size else F32(0.0)
+    ts = two_level_tensor_scale(F32(gmax), scheme)
+    k = xb.shape[-1]
+    codes = np.empty(xb.shape, np.uint8)
+    scales = np.empty(xb.shape[:-1], np.uint8)
+    rb = None if rbits is None else np.broadcast_to(rbits, xb.shape)
+    if scheme.is_2d:
+        r = scheme.tile_rows
+        *_, rows, nb, _ = xb.shape
+        units = (xb.reshape(-1, r, nb, k), vec_max.reshape(-1, r, nb), codes.reshape(-1, r, nb, k),
+                 scales.reshape(-1, r, nb), None if rb is None else rb.reshape(-1, r, nb, k))
+        unit_elems = r * nb * k
+    else:
+        units = (xb.reshape(-1, k), vec_max.reshape(-1), codes.reshape(-1, k), scales.reshape(-1),
+                 None if rb is None else rb.reshape(-1, k))
+        unit_elems = k
+    x_u, v_u, c_u, s_u, r_u = units
+    for sl in _chunks(x_u.shape[0], unit_elems):
+        c_u[sl], s_u[sl] = _two_level_chunk(x_u[sl], v_u[sl], ts, scheme, rounding,
+                                            None if r_u is None else r_u[sl], sr_bits)
+    return codes, scales, ts
 
 
 def dequantize_two_level(codes: np.ndarray, scales: np.ndarray, global_scale, scheme: Scheme) -> np.ndarray:
@@ -254,6 +342,7 @@ __all__ = [
     "dequantize_mx",
     "dequantize_two_level",
     "element_codes",
+    "encode_ue4m3",
     "element_multipliers",
     "four_over_six_errors",
     "mx_exponents",

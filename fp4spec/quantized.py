@@ -80,8 +80,14 @@ class QuantizedTensor:
 
     @classmethod
     def from_moved(cls, codes, scales, global_scale, scheme: Scheme, axis: int, shape, *, e1_8=None, e1_16=None):
-        """Build from arrays whose blocked axis is last (the emulator's layout)."""
+        """Build from arrays whose blocked axis is last (the emulator's layout).
+
+        Takes ownership: the arrays are made read-only, not copied.
+        """
         nd = len(shape)
+        for a in (codes, scales, e1_8, e1_16):
+            if isinstance(a, np.ndarray):
+                a.setflags(write=False)
         return cls(np.moveaxis(codes, -1, axis), _move_back(scales, axis, nd), global_scale, scheme, axis,
                    tuple(shape), _move_back(e1_8, axis, nd), _move_back(e1_16, axis, nd))
 

@@ -484,7 +484,7 @@ def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=No
     elif rbits is not None:
         raise ValueError(f"rbits: only used with rounding='sr', not {mode!r}")
     with np.errstate(over="ignore"):
-        x32 = np.moveaxis(arr.astype(np.float32), ax, -1)
+        x32 = np.moveaxis(arr.astype(np.float32, copy=False), ax, -1)
     widths = [(0, 0)] * x32.ndim
     k = scheme.block_size
     n = x32.shape[-1]
