@@ -1,0 +1,469 @@
+"""The torch backend: every 4-bit block scheme's quantize, dequantize and encode in torch ops.
+
+Runs on any torch device (CPU, CUDA, ROCm) and is bit-exact with the numpy emulator
+(:mod:`emulator.blockscale`): the same float32 operations in the same order, each one a
+separate eager torch op (IEEE float32, round-to-nearest-even on every device; no fused
+multiply-add, no torch.compile reassociation).
+
+Supported (``capabilities()``): MX schemes with E2M1 elements (``mxfp4``; scale rules
+floor, ceil, even, rceil; profiles ocp and torchao) and two-level schemes with the
+TransformerEngine profile (``nvfp4``, ``nvfp4_2d``, ``ufp4``, ``nvint4``; scale rule amax);
+rounding ``rne`` and ``sr`` (random bits given). Anything else raises NotImplementedError.
+
+Lower level: :func:`quantize_tensors` returns torch tensors on x's device (codes, scales,
+tensor scale) without leaving the device; :meth:`TorchBackend.quantize` wraps them in a
+:class:`fp4spec.QuantizedTensor` (numpy arrays, as every backend returns).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .base import Backend as _Base
+
+from fp4spec.block_schemes import Scheme, get_scheme
+from fp4spec.number_formats import get_format
+from fp4spec.quantized import QuantizedTensor
+
+F32_MAX = float(np.finfo(np.float32).max)
+SIGN_MASK = 0x7FFFFFFF
+
+ELEMENTS = ("e2m1", "e1m2", "int4_sym")
+ROUNDINGS = ("rne", "sr")
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def f32(v) -> float:
+    """The float32 value of v, as a Python float (for scalar constants computed once on the host)."""
+    return float(np.float32(v))
+
+
+# -- element tables (from the emulator's own threshold tables) -----------------------------------
+
+@lru_cache(maxsize=None)
+def element_tables(fmt_name: str, neg_zero: str = "preserve", dtype: str = "float32") -> dict:
+    """Everything the element encoder needs, as Python lists (device-independent):
+
+    * ``rne``: float32 thresholds, magnitude index = #(|y| >= t) (the emulator's table).
+    * ``down``: thresholds of rounding toward zero (index of the lower neighbour).
+    * ``mags``: the magnitude grid (last entry: the extension point above max).
+    * ``pos``, ``neg``: code per saturated magnitude index, per sign.
+    * ``nan``: the code of a NaN scaled value.
+    """
+    from emulator.encode import _side, _thresholds
+    from fp4spec.reference import nan_input_code
+    from fp4spec.scaling import element_nan_policy
+
+    fmt = get_format(fmt_name)
+    pos, neg = _side(fmt, False, neg_zero), _side(fmt, True, neg_zero)
+    if list(pos.mags) != list(neg.mags) or pos.low_ext:
+        raise NotImplementedError(f"element {fmt_name!r}: only sign-symmetric grids with zero are supported")
+    top = len(pos.mags) - 1  # saturate: the extension index maps to max
+    return {
+        "rne": [float(t) for t in _thresholds(fmt, False, "rne", dtype)],
+        "down": [float(t) for t in _thresholds(fmt, False, "down", dtype)],
+        "mags": [float(m) for m in pos.mags],
+        "pos": [int(pos.codes[min(i, top - 1)]) for i in range(top + 1)],
+        "neg": [int(neg.codes[min(i, top - 1)]) for i in range(top + 1)],
+        "nan": int(nan_input_code(fmt, element_nan_policy(fmt), False)),
+        "values": [float(np.float32(v)) for v in fmt.values],
+    }
+
+
+def _const(vals, dtype, device):
+    return _torch().tensor(vals, dtype=dtype, device=device)
+
+
+def encode_elements(y, fmt_name: str, rounding: str = "rne", rbits=None, sr_bits: int = 8,
+                    neg_zero: str = "preserve", zero_positive: bool = False):
+    """Codes (uint8) of float32 values y with saturation, as :func:`emulator.encode.encode`.
+
+    ``zero_positive``: an exact -0.0 encodes as +0 (TE's ``y + 0``; other negatives keep
+    their sign). SR: away from zero iff ``(|y| - lo) * 2^N >= (2^N - r) * (hi - lo)`` in
+    float64 (exact), as the emulator.
+    """
+    torch = _torch()
+    dt = "float64" if y.dtype == torch.float64 else "float32"
+    t = element_tables(fmt_name, neg_zero, dt)
+    dev = y.device
+    a = y.abs()
+    if rounding == "rne":
+        idx = torch.bucketize(a, _const(t["rne"], y.dtype, dev), right=True)
+    elif rounding == "sr":
+        down = torch.bucketize(a, _const(t["down"], y.dtype, dev), right=True)
+        mags = _const(t["mags"], torch.float64, dev)
+        top = len(t["mags"]) - 1
+        lo = mags[down]
+        hi = mags[(down + 1).clamp(max=top)]
+        scale = float(1 << sr_bits)
+        a64 = a.double()
+        r = rbits.to(torch.float64)
+        up = (a64 - lo) * scale >= (scale - r) * (hi - lo)
+        up &= (a64 > lo) & (down < top)
+        idx = down + up.to(down.dtype)
+    else:
+        raise NotImplementedError(f"rounding: {rounding!r} (torch backend: 'rne', 'sr')")
+    neg = (y < 0) if zero_positive else torch.signbit(y)
+    codes = torch.where(neg, _const(t["neg"], torch.uint8, dev)[idx], _const(t["pos"], torch.uint8, dev)[idx])
+    return torch.where(torch.isnan(y), torch.full_like(codes, t["nan"]), codes)
+
+
+# -- float32 bit helpers -------------------------------------------------------------------------
+
+def abs_max(xb, dim=-1):
+    """max |x| over ``dim`` as the max of the sign-cleared bit patterns (NaN wins, as the emulator)."""
+    torch = _torch()
+    bits = xb.view(torch.int32) & SIGN_MASK
+    return bits.amax(dim=dim).view(torch.float32)
+
+
+def pow2_f32(e):
+    """float32 2^e for integer tensors e in [-149, 127], built from the bit pattern (exact)."""
+    torch = _torch()
+    e = e.to(torch.int32)
+    normal = (e + 127).clamp(min=0) << 23
+    sub = torch.ones_like(e) << (e + 149).clamp(min=0, max=22)
+    return torch.where(e >= -126, normal, sub).view(torch.float32)
+
+
+def _fields(a):
+    torch = _torch()
+    bits = a.view(torch.int32)
+    return (bits >> 23) & 0xFF, bits & 0x7FFFFF
+
+
+def _floor_log2(E, M):
+    torch = _torch()
+    m = torch.frexp(M.clamp(min=1).to(torch.float32))[1].to(E.dtype) - 1
+    return torch.where(E == 0, m - 149, E - 127)
+
+
+def _is_pow2(E, M):
+    return ((E == 0) & ((M & (M - 1)) == 0)) | ((E != 0) & (M == 0))
+
+
+# -- MX ------------------------------------------------------------------------------------------
+
+def mx_exponents(amax, scheme: Scheme):
+    """(e in [-127, 127] as int32, NaN-scale mask): :func:`emulator.blockscale.mx_exponents`."""
+    torch = _torch()
+    pol = scheme.policies
+    nan_scale = torch.isnan(amax)
+    if pol["mx_nonfinite_block"] == "nan_scale":
+        nan_scale = nan_scale | torch.isinf(amax)
+    a = torch.where(nan_scale, torch.ones_like(amax), amax)
+    zero = a == 0
+    E, M = _fields(a)
+    emax = scheme.element.emax
+    rule = scheme.scale_rule
+    if rule == "floor":
+        e = _floor_log2(E, M) - emax
+    elif rule == "ceil":
+        e = _floor_log2(E, M) + (~_is_pow2(E, M)).to(E.dtype) - emax
+    elif rule == "even":
+        bits = (E << 23) | M
+        rounded = (bits + (1 << (22 - scheme.element.mantissa_bits))) & 0x7F800000
+        e = (rounded >> 23) - 127 - emax
+    elif rule == "rceil":
+        max_elem = f32(scheme.element.max)
+        if pol["mx_rceil_descale"] == "mul_reciprocal":
+            d = a * f32(np.float32(1.0) / np.float32(max_elem))
+        else:
+            d = torch.div(a, torch.full_like(a, max_elem))
+        dinf = torch.isinf(d)
+        dpos = torch.where((d == 0) | dinf, torch.ones_like(d), d)
+        Ed, Md = _fields(dpos)
+        e = _floor_log2(Ed, Md) + (~_is_pow2(Ed, Md)).to(Ed.dtype)
+        e = torch.where(dinf, torch.full_like(e, 127), e)
+        zero = zero | (d == 0)
+    else:
+        raise NotImplementedError(f"scale_rule: {rule!r}")
+    e = torch.where(zero, torch.full_like(e, -127), e)
+    return e.clamp(-127, 127), nan_scale
+
+
+def quantize_mx_blocks(xb, scheme: Scheme, rounding="rne", rbits=None, sr_bits=8):
+    """MX quantization of float32 blocks (..., nb, k): (codes uint8, scale codes uint8)."""
+    torch = _torch()
+    amax = abs_max(xb)
+    e, nan_scale = mx_exponents(amax, scheme)
+    scale_codes = torch.where(nan_scale, torch.full_like(e, 0xFF), e + 127).to(torch.uint8)
+    if scheme.policies["mx_element_scaling"] == "exact":
+        shift = -e
+    elif scheme.scale_rule == "rceil":
+        shift = torch.where(e == -127, torch.zeros_like(e), -e)
+    else:
+        shift = -e.clamp(min=-126)
+    mult = torch.where(nan_scale, torch.zeros_like(amax), pow2_f32(shift))
+    y = xb * mult.unsqueeze(-1)
+    codes = encode_elements(y, scheme.element.name, rounding, rbits, sr_bits)
+    return codes, scale_codes
+
+
+def dequantize_mx_blocks(codes, scales, scheme: Scheme):
+    torch = _torch()
+    vals = _const(element_tables(scheme.element.name)["values"], torch.float32, codes.device)
+    q = vals[codes.long()]
+    p = pow2_f32(scales.to(torch.int32) - 127)
+    p = torch.where(scales == 0xFF, torch.full_like(p, float("nan")), p)
+    return q * p.unsqueeze(-1)
+
+
+# -- two-level (TransformerEngine chain) ---------------------------------------------------------
+
+def tensor_scale(gmax, scheme: Scheme):
+    """(S_enc, S_dec) as 0-d float32 tensors on gmax's device: :func:`fp4spec.scaling.two_level_tensor_scale` (te)."""
+    torch = _torch()
+    num = f32(np.float32(scheme.scale_bound) * np.float32(scheme.max_elem))
+    one = torch.ones_like(gmax)
+    safe = torch.where((gmax == 0) | ~torch.isfinite(gmax), one, gmax)
+    # tensor / tensor: a Python scalar numerator would run as reciprocal() * num (two roundings)
+    s_enc = torch.where((gmax == 0) | ~torch.isfinite(gmax), one, torch.div(torch.full_like(safe, num), safe).clamp(max=F32_MAX))
+    return s_enc, one / s_enc
+
+
+def block_scale_codes(vec_max, s_enc, scheme: Scheme):
+    """UE4M3 scale codes: s = min(min(vec_max * fp32(S_enc * fp32(1/max)), FLT_MAX), 448), RNE."""
+    torch = _torch()
+    rcp = f32(np.float32(1.0) / np.float32(scheme.max_elem))
+    mult = s_enc * rcp
+    s = torch.minimum(vec_max * mult, torch.tensor(F32_MAX, device=vec_max.device))
+    s = torch.minimum(s, torch.tensor(f32(scheme.scale.max), device=vec_max.device))
+    return s.to(torch.float8_e4m3fn).view(torch.uint8) & 0x7F
+
+
+def scale_values(codes, scheme: Scheme):
+    torch = _torch()
+    return _const([float(np.float32(v)) for v in scheme.scale.values], torch.float32, codes.device)[codes.long()]
+
+
+def element_multipliers(scale_codes, s_dec, scheme: Scheme):
+    """min(fp32(1 / fp32(s * S_dec)), FLT_MAX) per block (NaN scale -> NaN)."""
+    torch = _torch()
+    s = scale_values(scale_codes, scheme)
+    d = s * s_dec
+    return torch.minimum(torch.div(torch.ones_like(d), d), torch.tensor(F32_MAX, device=s.device))
+
+
+def check_two_level(scheme: Scheme):
+    pol = scheme.policies
+    if pol["nv_scale_chain"] != "te" or scheme.scale_rule != "amax":
+        raise NotImplementedError(f"{scheme.name}: the torch backend implements the TransformerEngine "
+                                  f"chain with scale rule 'amax' (got profile {scheme.profile!r}, "
+                                  f"rule {scheme.scale_rule!r})")
+    if scheme.scale.name != "ue4m3":
+        raise NotImplementedError(f"{scheme.name}: UE4M3 block scales only")
+
+
+def vec_maxes(xb, scheme: Scheme):
+    """Per 1 x k row block amax; for r x k tiles the tile amax repeated over its rows. xb: (..., rows, nb, k)."""
+    am = abs_max(xb)
+    if not scheme.is_2d:
+        return am
+    r = scheme.tile_rows
+    *lead, rows, nb = am.shape
+    t = am.reshape(*lead, rows // r, r, nb)
+    t = abs_max(t, dim=-2)
+    return t.repeat_interleave(r, dim=-2).reshape(am.shape)
+
+
+def quantize_two_level_blocks(xb, scheme: Scheme, rounding="rne", rbits=None, sr_bits=8):
+    """(codes, scale codes, S_dec 0-d tensor) of float32 blocks (..., rows, nb, k)."""
+    torch = _torch()
+    check_two_level(scheme)
+    vm = vec_maxes(xb, scheme)
+    gmax = vm.reshape(-1).view(torch.int32).max().view(torch.float32) if vm.numel() else \
+        torch.zeros((), device=xb.device)
+    s_enc, s_dec = tensor_scale(gmax, scheme)
+    sc = block_scale_codes(vm, s_enc, scheme)
+    mult = element_multipliers(sc, s_dec, scheme)
+    y = xb * mult.unsqueeze(-1)
+    top = scheme.max_elem
+    if top < scheme.element.max:
+        y = y.clamp(-f32(top), f32(top))
+    zp = scheme.policies["nv_negative_zero"] == "positive"
+    codes = encode_elements(y, scheme.element.name, rounding, rbits, sr_bits, zero_positive=zp)
+    return codes, sc, s_dec
+
+
+def dequantize_two_level_blocks(codes, scales, s_dec, scheme: Scheme):
+    torch = _torch()
+    vals = _const(element_tables(scheme.element.name)["values"], torch.float32, codes.device)
+    q = vals[codes.long()]
+    s = scale_values(scales, scheme)
+    if scheme.policies["nv_dequant_order"] == "(q*s)*g":
+        return (q * s.unsqueeze(-1)) * s_dec
+    return q * (s_dec * s).unsqueeze(-1)
+
+
+# -- whole tensors -------------------------------------------------------------------------------
+
+def as_torch(x, device=None):
+    """A torch tensor of x (numpy arrays, ml_dtypes bfloat16 included, are converted exactly)."""
+    torch = _torch()
+    if isinstance(x, torch.Tensor):
+        return x if device is None else x.to(device)
+    arr = np.array(x, copy=True, order="C")  # writable: torch warns on read-only arrays
+    if arr.dtype.name == "bfloat16":
+        t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(arr)
+    return t if device is None else t.to(device)
+
+
+def check_request(scheme: Scheme, rounding: str):
+    if rounding not in ROUNDINGS:
+        raise NotImplementedError(f"rounding: {rounding!r} (torch backend: {', '.join(ROUNDINGS)})")
+    if scheme.element.name not in ELEMENTS:
+        raise NotImplementedError(f"{scheme.name}: element {scheme.element.name!r} (torch backend: {', '.join(ELEMENTS)})")
+    if scheme.structure == "two_level":
+        check_two_level(scheme)
+    elif scheme.structure != "mx":
+        raise NotImplementedError(f"{scheme.name}: structure {scheme.structure!r}")
+
+
+def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, **overrides):
+    """Quantize a torch tensor on its device: dict of ``codes`` (uint8, blocked axis last),
+    ``scales`` (uint8, (..., n_blocks)), ``global_scale`` (0-d float32 tensor or None)."""
+    torch = _torch()
+    sch = get_scheme(scheme, **overrides)
+    check_request(sch, rounding)
+    x = as_torch(x)
+    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64) or x.dim() < 1:
+        raise ValueError(f"x: a float16/bfloat16/float32/float64 tensor of at least 1 dimension, got {x.dtype}")
+    xm = torch.movedim(x, axis, -1).to(torch.float32).contiguous()
+    k = sch.block_size
+    if xm.shape[-1] % k or (sch.is_2d and (xm.dim() < 2 or xm.shape[-2] % sch.tile_rows)):
+        raise ValueError(f"x: shape {tuple(x.shape)} is not a whole number of {sch.block_shape} blocks along axis {axis}")
+    if rounding == "sr":
+        if rbits is None:
+            raise ValueError("rbits: rounding='sr' needs explicit random bits")
+        if not 1 <= int(sr_bits) <= 32:
+            raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")
+        rb = as_torch(rbits, xm.device)
+        rb = torch.movedim(rb.expand(x.shape) if rb.dim() == x.dim() else rb.expand(x.shape), axis, -1)
+        rb = rb.to(torch.int64).reshape(*xm.shape[:-1], -1, k)
+        if rb.numel() and (int(rb.min()) < 0 or int(rb.max()) >= (1 << int(sr_bits))):
+            raise ValueError(f"rbits: values must be in [0, 2**{sr_bits})")
+    elif rbits is not None:
+        raise ValueError(f"rbits: only used with rounding='sr', not {rounding!r}")
+    else:
+        rb = None
+    xb = xm.reshape(*xm.shape[:-1], -1, k)
+    if sch.structure == "mx":
+        codes, scales = quantize_mx_blocks(xb, sch, rounding, rb, sr_bits)
+        g = None
+    else:
+        codes, scales, g = quantize_two_level_blocks(xb, sch, rounding, rb, sr_bits)
+    return {"codes": codes.reshape(xm.shape), "scales": scales, "global_scale": g, "scheme": sch}
+
+
+def dequantize_tensors(codes, scales, global_scale, scheme: Scheme):
+    """float32 values from codes (blocked axis last) and scales (torch tensors, one device)."""
+    torch = _torch()
+    k = scheme.block_size
+    cb = codes.reshape(*codes.shape[:-1], -1, k)
+    if scheme.structure == "mx":
+        out = dequantize_mx_blocks(cb, scales, scheme)
+    else:
+        g = global_scale if isinstance(global_scale, torch.Tensor) else \
+            torch.tensor(f32(global_scale), device=codes.device)
+        out = dequantize_two_level_blocks(cb, scales, g.to(codes.device), scheme)
+    return out.reshape(codes.shape)
+
+
+def _np(t):
+    return t.detach().cpu().numpy()
+
+
+class TorchBackend(_Base):
+    """Torch ops on any device (``device=None``: CUDA if available, else CPU), bit-exact with
+    the numpy emulator. Numpy in, numpy out at the :class:`Backend` interface; torch tensors
+    on the device through :func:`quantize_tensors` / :func:`dequantize_tensors`."""
+
+    name = "torch"
+
+    def __init__(self, device=None):
+        self._device = device
+
+    @property
+    def device(self):
+        if self._device is None:
+            torch = _torch()
+            self._device = "cuda" if torch.cuda.is_available() else "cpu"
+        return self._device
+
+    def is_available(self):
+        from .base import Availability
+
+        try:
+            import torch
+        except ImportError:
+            return Availability.no("torch is not installed")
+        return Availability.yes(f"torch {torch.__version__} on {self.device}")
+
+    def capabilities(self):
+        from .base import Capabilities
+
+        mx = [f"mxfp4:scale_rule={r}" if r != "floor" else "mxfp4" for r in ("floor", "ceil", "even", "rceil")]
+        return Capabilities(
+            schemes=(*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4"),
+            rounding=ROUNDINGS,
+            operations=("quantize", "dequantize", "encode"),
+            formats=ELEMENTS,
+            sr_bits=tuple(range(1, 25)),
+            notes=f"torch eager float32 ops on {self.device}",
+        )
+
+    def supports(self, scheme, rounding="rne") -> bool:
+        try:
+            check_request(get_scheme(scheme) if not isinstance(scheme, Scheme) else scheme, rounding)
+        except NotImplementedError:
+            return False
+        return True
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, axis=-1) -> QuantizedTensor:
+        from .base import resolve_scheme
+
+        x = as_torch(x, self.device)
+        out = quantize_tensors(x, resolve_scheme(scheme), axis=axis, rounding=rounding, rbits=rbits,
+                               sr_bits=sr_bits)
+        g = out["global_scale"]
+        return QuantizedTensor.from_moved(_np(out["codes"]), _np(out["scales"]),
+                                          None if g is None else np.float32(_np(g)), out["scheme"],
+                                          axis % x.dim(), tuple(x.shape))
+
+    def dequantize(self, q: QuantizedTensor) -> np.ndarray:
+        """float32 values in x's shape (numpy; :func:`dequantize_tensors` stays on the device)."""
+        torch = _torch()
+        m = q.moved()
+        dev = self.device
+        out = dequantize_tensors(as_torch(m["codes"], dev), as_torch(m["scales"], dev), q.global_scale, q.scheme)
+        out = torch.movedim(out, -1, q.axis)
+        return np.ascontiguousarray(_np(out)[tuple(slice(0, n) for n in q.shape)])
+
+    def encode(self, x, fmt, rounding="rne", *, rbits=None, sr_bits=8) -> np.ndarray:
+        """Element codes of x in a 4-bit format (saturating; NaN raises ValueError), as :func:`fp4spec.encode`."""
+        torch = _torch()
+        name = get_format(fmt).name
+        if name not in ELEMENTS:
+            raise NotImplementedError(f"fmt: {name!r} (torch backend: {', '.join(ELEMENTS)})")
+        xt = as_torch(np.asarray(x) if not isinstance(x, torch.Tensor) else x, self.device)
+        if xt.dtype != torch.float64:
+            xt = xt.to(torch.float32)
+        if bool(torch.isnan(xt).any()):  # fp4spec.encode's default nan='auto': these formats have no NaN
+            from fp4spec.reference import nan_error
+
+            raise nan_error(get_format(fmt))
+        rb = None if rbits is None else as_torch(np.asarray(rbits).astype(np.int64), xt.device).expand(xt.shape)
+        return _np(encode_elements(xt, name, rounding, rb, sr_bits))
+
+
+__all__ = ["TorchBackend", "quantize_tensors", "dequantize_tensors", "encode_elements"]
