@@ -156,9 +156,10 @@ def quantize_mx(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_bits: i
 def dequantize_mx(codes: np.ndarray, scales: np.ndarray, scheme: Scheme) -> np.ndarray:
     """fp32(P * 2^(code - 127)) per element; NaN where the scale code is 0xFF. codes: (..., nb, k)."""
     q = scheme.element.values.astype(np.float32)[codes]
-    pow2 = np.ldexp(np.ones(scales.shape, np.float32), scales.astype(np.int32) - 127)
-    pow2[scales == 0xFF] = np.nan
-    return q * pow2[..., None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        pow2 = np.ldexp(np.ones(scales.shape, np.float32), scales.astype(np.int32) - 127)
+        pow2[scales == 0xFF] = np.nan
+        return q * pow2[..., None]
 
 
 # -- two-level ----------------------------------------------------------------------------------
