@@ -4,9 +4,10 @@
 
 * ``report.md`` -- the whole report (the fragments below with headings and the figures);
 * fragments, each a markdown table the docs include verbatim: ``bias.md`` (exact shrinkage
-  bias per grid point), ``sqnr.md`` (SQNR per distribution and scheme, before and after
-  RHT), ``eta.md`` (attenuation of the same runs), ``paradox.md`` (Student-t(3), NVFP4 vs
-  UFP4, against the seed's figures), ``depth.md`` (attenuation vs depth);
+  bias per grid point), ``grid_points.md`` (measured bias per grid point), ``sqnr.md``
+  (SQNR per distribution and scheme, before and after RHT), ``eta.md`` (attenuation of the
+  same runs), ``paradox.md`` (Student-t(3), NVFP4 vs UFP4, against the seed's figures),
+  ``ufp4_readings.md`` (UFP4 with other block sizes), ``depth.md`` (attenuation vs depth);
 * figures: ``bias.png``, ``sqnr.png``, ``depth.png``.
 
 The markdown holds only deterministic numbers (fixed seeds, rounded to 2-4 decimals), so
@@ -27,9 +28,9 @@ from pathlib import Path
 from typing import Sequence
 
 from ._quantizer import SCHEMES
-from .bias import rounding_interval, shrinkage_bias
+from .bias import rounding_interval, scheme_bias, shrinkage_bias
 from .compounding import attenuation_vs_depth
-from .distributions import DISTRIBUTIONS
+from .distributions import DISTRIBUTIONS, sample
 from .sqnr import compare, rht_label
 
 #: Formats whose exact shrinkage bias the report tabulates (uniform grids equal up to 2^k).
@@ -42,7 +43,10 @@ SEED_PARADOX = {("nvfp4", None): 21.90, ("ufp4", None): 19.94, ("nvfp4", 16): 20
 FULL = {"shape": (256, 1024), "rht_sizes": (None, 16, 32, 128), "depth": 16, "width": 256}
 QUICK = {"shape": (32, 256), "rht_sizes": (None, 16), "depth": 3, "width": 64}
 
-FRAGMENTS = ("bias.md", "sqnr.md", "eta.md", "paradox.md", "depth.md")
+FRAGMENTS = ("bias.md", "grid_points.md", "sqnr.md", "eta.md", "paradox.md", "ufp4_readings.md", "depth.md")
+
+#: The distribution of the measured per-grid-point table.
+GRID_POINT_DISTRIBUTION = "student_t3"
 FIGURES = ("bias.png", "sqnr.png", "depth.png")
 
 
@@ -107,6 +111,60 @@ def paradox_table(cmp, distribution: str = "student_t3", pair=("nvfp4", "ufp4"),
     return "\n".join(lines)
 
 
+def grid_point_rows(schemes, x, rht_sizes=(None, 16), *, seed: int = 0, progress=None) -> list:
+    """Measured per-grid-point bias (grid units) of each scheme on ``x``, without and with RHT.
+
+    For each scheme and RHT size ``r``: ``scheme_bias(rht(x, r, seed=seed), scheme)``
+    (``x`` itself for ``r=None``) and its ``"grid_point_bias"``; schemes given as callables
+    have no codes and are skipped. Returns ``[(label, r, eta, {|g|: (mean, count)})]``.
+    """
+    from fp4spec.rht import rht as _rht
+
+    rows = []
+    for s in schemes:
+        if callable(s) and not isinstance(s, str) and not hasattr(s, "element"):
+            continue
+        for r in rht_sizes:
+            y = x if r is None else _rht(x, r, seed=seed)
+            b = scheme_bias(y, s)
+            if "grid_point_bias" in b:
+                rows.append((b["scheme"], r, b["eta"], b["grid_point_bias"]))
+            if progress:
+                progress(f"grid points {b['scheme']} {rht_label(r)}")
+    return rows
+
+
+def grid_point_table(rows) -> str:
+    """Markdown of :func:`grid_point_rows`: one row per (scheme, RHT), ``|g|: mean error`` cells."""
+    if not rows:
+        return "(no scheme exposes element codes: nothing measured)"
+    lines = ["| scheme | RHT | eta | measured E[q(x) - x] per grid point g > 0, in grid units (g: mean) |",
+             "|---|---|---:|---|"]
+    for lab, r, eta, gp in rows:
+        cells = " · ".join(f"{v:g}: {m:+.3f}" for v, (m, _) in gp.items())
+        lines.append(f"| {lab} | {rht_label(r)} | {eta:.4f} | {cells} |")
+    return "\n".join(lines)
+
+
+def ufp4_readings_table(shape, seed: int = 0, block_sizes=(8, 16, 32), rht: int = 16) -> str:
+    """Markdown: UFP4 under other readings of its unknown block size, on the paradox tensor.
+
+    ``sqnr(x, get_scheme("ufp4", block_size=k), rht=...)`` for each ``k`` on
+    ``sample("student_t3", shape, seed)``, without RHT and with ``rht``.
+    """
+    from fp4spec.block_schemes import get_scheme
+
+    from .sqnr import sqnr
+
+    x = sample("student_t3", shape, seed)
+    lines = ["| scheme | block size | no RHT (dB) | RHT16 (dB) |", "|---|---:|---:|---:|"]
+    for k in block_sizes:
+        sch = get_scheme("ufp4", block_size=k)
+        a, b = sqnr(x, sch, rht_seed=seed), sqnr(x, sch, rht=rht, rht_seed=seed)
+        lines.append(f"| ufp4 | {k}{' (default)' if k == 16 else ''} | {a:.2f} | {b:.2f} |")
+    return "\n".join(lines)
+
+
 def depth_table(curves_by_rht: dict, depth: int) -> str:
     """Markdown: cumulative prod(eta_k) and end-to-end eta at a few depths, per scheme and RHT."""
     ks = sorted({k for k in (1, 2, 4, 8, 16, 32, depth) if k <= depth})
@@ -138,18 +196,23 @@ def _save(fig, path: Path) -> None:
     fig.savefig(path, format="png", metadata={"Software": None})
 
 
-def plot_bias(path: Path, formats: Sequence[str] = BIAS_FORMATS) -> None:
-    fig = _figure(7, 3.6)
+def plot_bias(path: Path, formats: Sequence[str] = ("e2m1", "e1m2"), measured=()) -> None:
+    """Exact bias of ``formats`` (lines) and measured per-grid-point bias rows (dotted, no RHT / RHT16)."""
+    fig = _figure(7, 4)
     ax = fig.add_subplot(1, 1, 1)
-    for name, marker in zip(formats, "osD^v"):
+    for name, marker in zip(formats, "os"):
         b = shrinkage_bias(name)
-        mx = max(b) if b else 1.0
-        ax.plot([v / mx for v in b], [e / mx for e in b.values()], marker=marker, label=name)
+        ax.plot(list(b), list(b.values()), marker=marker, lw=2, label=f"{name} exact (uniform inputs)")
+    for lab, r, _eta, gp in measured:
+        if lab not in ("nvfp4", "ufp4"):
+            continue
+        ax.plot(list(gp), [m for m, _ in gp.values()], ls=":" if r is None else "--", marker=".",
+                label=f"{lab} measured, {GRID_POINT_DISTRIBUTION}, {rht_label(r)}")
     ax.axhline(0, color="0.6", lw=0.8)
-    ax.set_xlabel("grid value v / largest interior value")
-    ax.set_ylabel("E[q(x) - x] / largest interior value")
-    ax.set_title("Exact shrinkage bias per grid point (RNE, uniform inputs)")
-    ax.legend()
+    ax.set_xlabel("grid value |g| (element units)")
+    ax.set_ylabel("E[q(x) - x] (element units)")
+    ax.set_title("Shrinkage bias per grid point (RNE)")
+    ax.legend(fontsize=7)
     _save(fig, path)
 
 
@@ -177,11 +240,13 @@ def plot_sqnr(path: Path, cmp) -> None:
 def plot_depth(path: Path, curves_by_rht: dict) -> None:
     fig = _figure(7, 4)
     ax = fig.add_subplot(1, 1, 1)
+    colors = {}
     for rht, curves in curves_by_rht.items():
         for lab, c in curves.items():
+            color = colors.setdefault(lab, f"C{len(colors) % 10}")
             ks = range(1, len(c.cumulative) + 1)
-            ax.plot(ks, c.cumulative, ls="-" if rht is None else "--", marker=".",
-                    label=f"{lab} ({rht_label(rht)})")
+            ax.plot(ks, c.cumulative, ls="-" if rht is None else "--", marker="." if rht is None else "x",
+                    color=color, label=f"{lab} ({rht_label(rht)})")
     ax.axhline(1.0, color="0.6", lw=0.8)
     ax.set_xlabel("depth K (chained quantized matmuls)")
     ax.set_ylabel("prod eta_k")
@@ -196,11 +261,13 @@ def run_analyze(schemes: Sequence = SCHEMES, out_dir="analysis", *, seed: int = 
                 progress: bool = True) -> Path:
     """Run the whole analysis and write the report; returns the path of ``report.md``.
 
-    1. Exact shrinkage bias of :data:`BIAS_FORMATS` (:func:`shrinkage_bias`) -> ``bias.md``,
-       ``bias.png``.
+    1. Exact shrinkage bias of :data:`BIAS_FORMATS` (:func:`shrinkage_bias`) -> ``bias.md``;
+       measured per-grid-point bias of each scheme on a Student-t(3) tensor, without RHT
+       and with RHT16 (:func:`grid_point_rows`) -> ``grid_points.md``; both -> ``bias.png``.
     2. :func:`compare` of ``schemes`` on every distribution, without RHT and with each
        RHT size (full: 16, 32, 128; quick: 16), signs drawn from ``seed`` -> ``sqnr.md``,
-       ``eta.md``, ``paradox.md``, ``sqnr.png``.
+       ``eta.md``, ``paradox.md``, ``sqnr.png``; if ``"ufp4"`` is among the schemes, its
+       SQNR with blocks of 8, 16 and 32 on the paradox tensor -> ``ufp4_readings.md``.
     3. :func:`attenuation_vs_depth` of ``schemes`` without RHT and with RHT16 (full:
        depth 16, width 256; quick: depth 3, width 64) -> ``depth.md``, ``depth.png``.
     4. ``report.md`` = the fragments with headings and the figures.
@@ -216,17 +283,25 @@ def run_analyze(schemes: Sequence = SCHEMES, out_dir="analysis", *, seed: int = 
     out.mkdir(parents=True, exist_ok=True)
     rhts = cfg["rht_sizes"]
     depth_rhts = (None, 16)
-    total = 1 + len(DISTRIBUTIONS) * len(schemes) * len(rhts) + len(depth_rhts) * len(schemes) + 1
+    total = 2 + len(DISTRIBUTIONS) * len(schemes) * len(rhts) + 3 * len(depth_rhts) * len(schemes) + 1
     bar = Progress(total, progress)
 
     frags = {"bias.md": bias_table()}
-    plot_bias(out / "bias.png")
     bar("shrinkage bias (exact)")
+    gp = grid_point_rows(schemes, sample(GRID_POINT_DISTRIBUTION, cfg["shape"], seed), depth_rhts, seed=seed,
+                         progress=bar)
+    frags["grid_points.md"] = grid_point_table(gp)
+    plot_bias(out / "bias.png", measured=gp)
 
     cmp = compare(schemes, DISTRIBUTIONS, seed=seed, rht_sizes=rhts, shape=cfg["shape"], progress=bar)
     frags["sqnr.md"] = cmp.to_markdown()
     frags["eta.md"] = cmp.to_markdown(what="eta")
     frags["paradox.md"] = paradox_table(cmp)
+    if "ufp4" in schemes:
+        frags["ufp4_readings.md"] = ufp4_readings_table(cfg["shape"], seed)
+    else:
+        frags["ufp4_readings.md"] = "(ufp4 is not among the analysed schemes)"
+    bar("ufp4 block-size readings")
     plot_sqnr(out / "sqnr.png", cmp)
 
     curves = {r: attenuation_vs_depth(schemes, cfg["depth"], width=cfg["width"], batch=cfg["width"], seed=seed,
@@ -244,9 +319,13 @@ def run_analyze(schemes: Sequence = SCHEMES, out_dir="analysis", *, seed: int = 
         "# fp4spec analysis report", "",
         f"Generated by `fp4spec analyze` (fp4spec.analysis.report.run_analyze): {params}.", "",
         "## Shrinkage bias per grid point (exact)", "", frags["bias.md"], "", "![bias](bias.png)", "",
+        f"## Measured bias per grid point ({GRID_POINT_DISTRIBUTION}, after block scaling)", "",
+        frags["grid_points.md"], "",
         "## SQNR before and after RHT", "", frags["sqnr.md"], "", "![sqnr](sqnr.png)", "",
         "## Attenuation eta = <Q(x), x> / <x, x> of the same runs", "", frags["eta.md"], "",
         "## The RHT paradox (Student-t(3))", "", frags["paradox.md"], "",
+        "UFP4 under other readings of its unpublished block size (same tensor):", "",
+        frags["ufp4_readings.md"], "",
         "## Attenuation vs depth", "", frags["depth.md"], "", "![depth](depth.png)", "",
     ])
     path = out / "report.md"

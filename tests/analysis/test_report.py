@@ -52,3 +52,17 @@ def test_cli_parser_wiring(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "run_analyze", lambda *a, **k: seen.update(a=a, k=k) or tmp_path / "report.md")
     assert args.func(args) == 0
     assert seen["a"] == (["nvfp4", "ufp4"], str(tmp_path)) and seen["k"]["quick"] is True
+
+
+def test_committed_docs_copy_is_current():
+    """docs/assets/analysis must equal a fresh full run (regenerate with
+    ``python -m fp4spec.analysis.report --out docs/assets/analysis``)."""
+    from pathlib import Path
+
+    import pytest
+
+    quantize_api()
+    committed = Path(__file__).resolve().parents[2] / "docs" / "assets" / "analysis"
+    if not committed.is_dir():
+        pytest.skip("no docs/assets/analysis in this checkout")
+    assert check(committed, progress=False) == []
