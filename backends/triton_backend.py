@@ -1,0 +1,303 @@
+"""The triton backend: quantize and dequantize kernels (:mod:`triton_kernels`), bit-exact with
+the numpy emulator, on NVIDIA/AMD GPUs or on the CPU under ``TRITON_INTERPRET=1``.
+
+Supported: ``mxfp4`` (scale rules floor, ceil, even, rceil; ocp and torchao profiles) and
+the TransformerEngine two-level schemes ``nvfp4`` (1 x 16), ``nvfp4_2d`` (16 x 16 tiles),
+``ufp4``, ``nvint4``; rounding ``rne`` and ``sr`` with given random bits (sr_bits <= 24);
+rowwise (``axis=-1``) and columnwise (``axis=-2``: the transposed matrix, read with swapped
+strides, no copy) quantization of 2-D inputs (leading dimensions are flattened into rows);
+bf16 / fp16 / fp32 inputs. Outputs: packed codes (two per byte, first element in the low
+nibble), uint8 scale codes (plain row-major layout), and for two-level schemes the float32
+tensor scale S_dec.
+
+Two-level schemes take the global amax first (:func:`triton_kernels.amax_kernel`), then the
+tensor scale S_enc = fp32(fp32(448 * max) / amax), S_dec = fp32(1 / S_enc) in eager torch
+(IEEE division), then one quantize pass. ``quantize_packed(..., s_enc_dec=...)`` takes a
+precomputed tensor scale (the amax of the previous step, as TransformerEngine does).
+
+Not implemented here (yet): Philox-drawn random bits, fused RHT, the cuBLAS 128 x 4 scale
+layout, the torchao two-level chain and 4over6.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+import numpy as np
+
+from fp4spec.block_schemes import Scheme
+from fp4spec.quantized import QuantizedTensor
+
+from .base import Availability, Backend, Capabilities, resolve_scheme
+from . import torch_backend as tb
+
+ROUNDINGS = ("rne", "sr")
+ELEMENTS = ("e2m1", "e1m2", "int4_sym")
+MX_RULES = {"floor": 0, "ceil": 1, "even": 2, "rceil": 3}
+
+#: Tile sizes (rows x columns of the logical matrix per program); tuned on the H200.
+DEFAULT_BM, DEFAULT_BN, DEFAULT_WARPS = 32, 128, 4
+
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def availability() -> Availability:
+    try:
+        import triton
+    except ImportError:
+        return Availability.no("triton is not installed (pip install triton)")
+    import torch
+
+    if torch.cuda.is_available():
+        return Availability.yes(f"triton {triton.__version__} on {torch.cuda.get_device_name()}")
+    if _interpret():
+        return Availability.yes(f"triton {triton.__version__} interpreter on the CPU (TRITON_INTERPRET=1)")
+    return Availability.no("no GPU, and TRITON_INTERPRET=1 is not set")
+
+
+def check_request(scheme: Scheme, rounding: str, sr_bits: int = 8):
+    if rounding not in ROUNDINGS:
+        raise NotImplementedError(f"rounding: {rounding!r} (triton backend: {', '.join(ROUNDINGS)})")
+    if rounding == "sr" and not 1 <= int(sr_bits) <= 24:
+        raise NotImplementedError(f"sr_bits: {sr_bits} (triton backend: 1..24, exact in float32)")
+    if scheme.element.name not in ELEMENTS:
+        raise NotImplementedError(f"{scheme.name}: element {scheme.element.name!r}")
+    if scheme.block_size % 2 or scheme.block_size > 128 or scheme.block_size & (scheme.block_size - 1):
+        raise NotImplementedError(f"{scheme.name}: block size {scheme.block_size} (powers of two up to 128)")
+    if scheme.structure == "mx":
+        if scheme.element.name != "e2m1":
+            raise NotImplementedError(f"{scheme.name}: MX with E2M1 elements only")
+        if scheme.policies["mx_rceil_descale"] != "mul_reciprocal" and scheme.scale_rule == "rceil":
+            raise NotImplementedError(f"{scheme.name}: rceil with a true division")
+    elif scheme.structure == "two_level":
+        tb.check_two_level(scheme)
+        if scheme.element_max is not None or scheme.scale_max is not None:
+            raise NotImplementedError(f"{scheme.name}: element_max / scale_max overrides")
+        if scheme.is_2d and scheme.tile_rows not in (1, 2, 4, 8, 16, 32):
+            raise NotImplementedError(f"{scheme.name}: tile rows {scheme.tile_rows}")
+    else:
+        raise NotImplementedError(f"{scheme.name}: structure {scheme.structure!r}")
+
+
+@lru_cache(maxsize=None)
+def _tables(fmt_name: str, device: str):
+    import torch
+
+    t = tb.element_tables(fmt_name)
+    f = lambda v: torch.tensor(v, dtype=torch.float32, device=device)  # noqa: E731
+    return f(t["rne"]), f(t["down"]), f(t["mags"]), f(t["values"])
+
+
+def global_amax(x2, M, N, sxm, sxn):
+    """float32 0-d tensor: max |x| (NaN if any NaN) over the logical M x N matrix."""
+    import torch
+    from . import triton_kernels as tk
+
+    out = torch.zeros(1, dtype=torch.int32, device=x2.device)
+    BM, BN = 64, 256
+    grid = (max(1, -(-M // BM)), max(1, -(-N // BN)))
+    bf16 = x2.dtype == torch.bfloat16
+    tk.amax_kernel[grid](x2.view(torch.int16) if bf16 else x2, out, M, N, sxm, sxn, BM=BM, BN=BN, BF16=bf16)
+    return out.view(torch.float32)[0]
+
+
+def _as_matrix(x, axis):
+    """(x2, M, N, sxm, sxn, out_shape): the logical 2-D matrix whose rows are quantized along N."""
+    if x.dim() == 1:
+        x = x.reshape(1, -1)
+        axis = -1
+    if axis % x.dim() == x.dim() - 1:
+        x2 = x.reshape(-1, x.shape[-1])
+        if not x2.is_contiguous():
+            x2 = x2.contiguous()
+        return x2, x2.shape[0], x2.shape[1], x2.stride(0), x2.stride(1)
+    if x.dim() == 2 and axis % 2 == 0:  # columnwise: the transpose, read through swapped strides
+        x2 = x if x.stride(1) == 1 else x.contiguous()
+        return x2, x2.shape[1], x2.shape[0], x2.stride(1), x2.stride(0)
+    raise NotImplementedError("axis: the last axis, or axis 0 of a 2-D tensor (columnwise)")
+
+
+def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, s_enc_dec=None,
+                    BM=None, BN=None, num_warps=None):
+    """Quantize a torch tensor on its device.
+
+    Returns a dict: ``packed`` (uint8, (M, N/2)), ``scales`` (uint8, (M, N/k)), ``global_scale``
+    (0-d float32 S_dec or None), ``scheme``; M x N is the logical matrix (rows: everything but
+    the quantized axis; columnwise: x transposed).
+    """
+    import torch
+    from . import triton_kernels as tk
+
+    sch = resolve_scheme(scheme)
+    check_request(sch, rounding, sr_bits)
+    x = tb.as_torch(x)
+    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise ValueError(f"x: bfloat16, float16 or float32, not {x.dtype}")
+    x2, M, N, sxm, sxn = _as_matrix(x, axis)
+    K = sch.block_size
+    R = sch.tile_rows
+    if N % K or M % R:
+        raise ValueError(f"x: the {M} x {N} matrix is not a whole number of {sch.block_shape} blocks")
+    dev = x.device
+    BM = BM or DEFAULT_BM
+    BN = BN or DEFAULT_BN
+    BN = max(K, min(BN, triton.next_power_of_2(N)))
+    BM = max(R, min(BM, triton.next_power_of_2(M)))
+    thr, dthr, mags, _ = _tables(sch.element.name, str(dev))
+    ts = torch.zeros(4, dtype=torch.float32, device=dev)
+    ts[2] = tb.f32(np.float32(1.0) / np.float32(sch.max_elem))
+    ts[3] = float(1 << int(sr_bits))
+    g = None
+    if sch.structure == "two_level":
+        if s_enc_dec is None:
+            s_enc, s_dec = tb.tensor_scale(global_amax(x2, M, N, sxm, sxn), sch)
+        else:
+            s_enc, s_dec = s_enc_dec
+        ts[0] = s_enc
+        ts[1] = s_dec
+        g = ts[1]
+    packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
+    scales = torch.empty((M, N // K), dtype=torch.uint8, device=dev)
+    if rounding == "sr":
+        if rbits is None:
+            raise ValueError("rbits: rounding='sr' needs explicit random bits (Philox draws are not implemented)")
+        rb = tb.as_torch(rbits, dev)
+        if rb.dtype not in (torch.int32, torch.uint32):
+            rb = rb.to(torch.int64)
+        rb = rb.expand(x.shape).to(torch.int32)
+        r2, _, _, srm, srn = _as_matrix(rb, axis)
+    else:
+        r2, srm, srn = x2, 0, 0
+    pol = sch.policies
+    mx = sch.structure == "mx"
+    scaling = 0
+    if mx and pol["mx_element_scaling"] != "exact":
+        scaling = 2 if sch.scale_rule == "rceil" else 1
+    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    bf16 = x2.dtype == torch.bfloat16
+    tk.quantize_kernel[grid](
+        x2.view(torch.int16) if bf16 else x2, packed, scales, r2, thr, dthr, mags, ts, M, N, sxm, sxn, packed.stride(0), scales.stride(0), srm, srn,
+        BM=BM, BN=BN, K=K, TILE_R=R, MX=mx, RULE=MX_RULES.get(sch.scale_rule, 0),
+        EMAX=sch.element.emax if mx else 0, NAN_INF=mx and pol["mx_nonfinite_block"] == "nan_scale",
+        SCALING=scaling, NTHR=int(thr.numel()), SR=rounding == "sr", INT4=sch.element.name == "int4_sym",
+        NEGZERO=bool(sch.element.has_negative_zero),
+        ZERO_POS=(not mx) and pol["nv_negative_zero"] == "positive", BF16=bf16,
+        num_warps=num_warps or DEFAULT_WARPS)
+    return {"packed": packed, "scales": scales, "global_scale": g, "scheme": sch}
+
+
+def dequantize_packed(packed, scales, global_scale, scheme, *, BM=32, BN=128, num_warps=4):
+    """float32 (M, N) from packed codes (M, N/2) and scale codes (M, N/k) on one device."""
+    import torch
+    from . import triton_kernels as tk
+
+    sch = resolve_scheme(scheme)
+    M, N = packed.shape[0], packed.shape[1] * 2
+    K = sch.block_size
+    dev = packed.device
+    vals = _tables(sch.element.name, str(dev))[3]
+    g = torch.zeros(1, dtype=torch.float32, device=dev)
+    if global_scale is not None:
+        g[0] = global_scale if isinstance(global_scale, torch.Tensor) else tb.f32(global_scale)
+    out = torch.empty((M, N), dtype=torch.float32, device=dev)
+    BN = max(K, min(BN, triton.next_power_of_2(N)))
+    BM = min(BM, triton.next_power_of_2(M))
+    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    tk.dequantize_kernel[grid](packed, scales, vals, g, out, M, N, packed.stride(0), scales.stride(0),
+                               out.stride(0), BM=BM, BN=BN, K=K, MX=sch.structure == "mx", num_warps=num_warps)
+    return out
+
+
+def unpack_lo_first(packed):
+    """uint8 codes (M, N) from packed bytes (M, N/2), low nibble first (torch)."""
+    import torch
+
+    lo = packed & 15
+    hi = packed >> 4
+    return torch.stack((lo, hi), dim=-1).reshape(packed.shape[0], -1)
+
+
+try:
+    import triton
+except ImportError:  # pragma: no cover
+    triton = None
+
+
+class TritonBackend(Backend):
+    """Triton kernels (GPU, or the CPU interpreter under TRITON_INTERPRET=1)."""
+
+    name = "triton"
+
+    def __init__(self, device=None):
+        self._device = device
+
+    @property
+    def device(self):
+        if self._device is None:
+            import torch
+
+            self._device = "cuda" if torch.cuda.is_available() else "cpu"
+        return self._device
+
+    def is_available(self) -> Availability:
+        return availability()
+
+    def capabilities(self) -> Capabilities:
+        mx = [f"mxfp4:scale_rule={r}" if r != "floor" else "mxfp4" for r in MX_RULES]
+        return Capabilities(
+            schemes=(*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4"),
+            rounding=ROUNDINGS,
+            operations=("quantize", "dequantize", "pack"),
+            sr_bits=tuple(range(1, 25)),
+            notes=f"triton kernels on {self.device}" + (" (interpreter)" if _interpret() else ""),
+        )
+
+    def supports(self, scheme, rounding="rne", sr_bits=8) -> bool:
+        try:
+            check_request(resolve_scheme(scheme), rounding, sr_bits)
+        except NotImplementedError:
+            return False
+        return bool(self.is_available())
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, axis=-1) -> QuantizedTensor:
+        import torch
+
+        sch = resolve_scheme(scheme)
+        xt = tb.as_torch(x, self.device)
+        if xt.dtype == torch.float64:
+            xt = xt.to(torch.float32)  # RNE, as fp4spec.prepare_input
+        out = quantize_packed(xt, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        codes = unpack_lo_first(out["packed"])  # (M, N): rows, quantized axis last
+        scales = out["scales"]
+        nd = max(xt.dim(), 1)
+        ax = axis % nd
+        if ax == nd - 1:
+            codes = codes.reshape(xt.shape)
+            scales = scales.reshape(*xt.shape[:-1], -1)
+        g = out["global_scale"]
+        return QuantizedTensor.from_moved(tb._np(codes), tb._np(scales), None if g is None else np.float32(tb._np(g)),
+                                          sch, ax, tuple(xt.shape))
+
+    def dequantize(self, q: QuantizedTensor) -> np.ndarray:
+        import torch
+
+        m = q.moved()
+        codes = torch.from_numpy(np.array(m["codes"], copy=True, order="C")).to(self.device)
+        shape = codes.shape
+        c2 = codes.reshape(-1, shape[-1])
+        packed = (c2[:, 0::2] | (c2[:, 1::2] << 4)).contiguous()
+        s2 = torch.from_numpy(np.array(m["scales"], copy=True, order="C")).to(self.device).reshape(c2.shape[0], -1)
+        out = dequantize_packed(packed, s2, q.global_scale, q.scheme).reshape(shape)
+        out = np.moveaxis(tb._np(out), -1, q.axis)
+        return np.ascontiguousarray(out[tuple(slice(0, n) for n in q.shape)])
+
+    def pack(self, codes) -> np.ndarray:
+        from fp4spec.packing import pack
+
+        return pack(np.asarray(codes), order="lo_first", axis=-1)
+
+
+__all__ = ["TritonBackend", "availability", "dequantize_packed", "quantize_packed", "unpack_lo_first"]
