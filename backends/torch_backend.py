@@ -57,7 +57,7 @@ def element_tables(fmt_name: str, neg_zero: str = "preserve", dtype: str = "floa
     * ``pos``, ``neg``: code per saturated magnitude index, per sign.
     * ``nan``: the code of a NaN scaled value.
     """
-    from emulator.encode import _side, _thresholds
+    from fp4spec.emulator.encode import _side, _thresholds
     from fp4spec.reference import nan_input_code
     from fp4spec.scaling import element_nan_policy
 
