@@ -68,6 +68,12 @@ class Progress:
         self.stream.write(f"\r[{bar}] {self.done}/{self.total} {time.monotonic() - self.t0:5.1f}s {label:<40.40}{end}")
         self.stream.flush()
 
+    def finish(self) -> None:
+        """End the line if the bar stopped short of ``total`` (skipped steps)."""
+        if self.enabled and self.done < self.total:
+            self.stream.write("\n")
+            self.stream.flush()
+
 
 # -- tables -------------------------------------------------------------------------------
 
@@ -283,7 +289,8 @@ def run_analyze(schemes: Sequence = SCHEMES, out_dir="analysis", *, seed: int = 
     out.mkdir(parents=True, exist_ok=True)
     rhts = cfg["rht_sizes"]
     depth_rhts = (None, 16)
-    total = 2 + len(DISTRIBUTIONS) * len(schemes) * len(rhts) + 3 * len(depth_rhts) * len(schemes) + 1
+    # bias, ufp4 readings, report + sqnr cells + (grid points and depth chains) per scheme and RHT
+    total = 3 + len(DISTRIBUTIONS) * len(schemes) * len(rhts) + 2 * len(depth_rhts) * len(schemes)
     bar = Progress(total, progress)
 
     frags = {"bias.md": bias_table()}
@@ -331,6 +338,7 @@ def run_analyze(schemes: Sequence = SCHEMES, out_dir="analysis", *, seed: int = 
     path = out / "report.md"
     path.write_text(report)
     bar("report written")
+    bar.finish()
     return path
 
 
