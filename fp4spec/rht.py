@@ -159,6 +159,12 @@ def rht(x, size: int = 16, *, seed=None, signs=None, axis: int = -1, out_dtype=N
        or ``"bfloat16"`` (ml_dtypes; TE rounds its RHT output to BF16). ``None`` means
        float64 for float64 input and float32 otherwise.
 
+    Relation to TE: for BF16 input, ``signs="te"``, ``size=16`` and
+    ``out_dtype="bfloat16"`` this is TE's result whenever TE's FP32 accumulation of the
+    16 products is exact (each product has 8 significant bits, so this holds when the
+    block's non-zero magnitudes span less than about 2^12); otherwise the two can differ
+    by the double rounding of TE's FP32 sum, whose order TE does not specify.
+
     The transform is orthogonal: :func:`inverse_rht` with the same ``size``, signs and
     ``axis`` undoes it, and norms are preserved (both up to the rounding of step 5).
 
