@@ -24,6 +24,7 @@ from .block_schemes import Scheme, get_scheme, schemes
 from .quantize_api import dequantize, quantize
 from .quantized import QuantizedTensor
 from .rht import inverse_rht, rht
+from . import analysis
 from .layouts import blocked_shape, from_blocked, to_blocked
 from .packing import pack, unpack
 from .rounding import ROUNDING_MODES
@@ -58,5 +59,6 @@ __all__ = [
     "schemes",
     "to_blocked",
     "unpack",
+    "analysis",
     "__version__",
 ]

@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("profiles", help="list the vendor profiles and where their policies differ")
     p.set_defaults(func=_cmd_profiles)
+
+    from .analysis.report import add_analyze_parser
+
+    add_analyze_parser(sub)
     return parser
 
 
