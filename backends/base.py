@@ -1,0 +1,313 @@
+"""The backend interface: one class that every implementation of fp4spec's algorithms fills in.
+
+A *backend* runs the spec's operations somewhere (numpy on the CPU, torch, Triton, a vendor
+library, a kernel under development). The conformance suite (:mod:`fp4spec.conformance`)
+only ever talks to this interface, so checking a new kernel means writing one small class:
+
+* ``name`` -- a short name for reports.
+* :meth:`Backend.is_available` -- can it run here? An :class:`Availability`, falsy with a
+  reason string when not (no GPU, library missing...).
+* :meth:`Backend.capabilities` -- what it claims: schemes, rounding modes, operations. The
+  conformance suite checks exactly the claims, nothing more.
+* :meth:`Backend.quantize` (required), :meth:`Backend.dequantize`, :meth:`Backend.encode`,
+  :meth:`Backend.pack`, :meth:`Backend.to_blocked` (optional, claimed in
+  ``capabilities().operations``).
+
+Data crosses the interface as numpy arrays: ``quantize`` receives a float32 numpy array
+whose blocked axis is the last one and returns a :class:`fp4spec.QuantizedTensor` (codes and
+scale codes as uint8, the tensor scale as float32). A GPU backend converts at its edge.
+
+Schemes are named by *scheme specs*: a catalogue name (``"nvfp4"``) optionally followed by
+field overrides, ``"mxfp4:scale_rule=rceil"`` or ``"nvfp4:profile=torchao,scale_rule=4over6"``
+(:func:`resolve_scheme`, :func:`scheme_spec`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from fp4spec.block_schemes import OVERRIDES, Scheme, get_scheme, schemes as _catalogue
+from fp4spec.rounding import DEFAULT_SR_BITS, ROUNDING_MODES
+
+#: Operations a backend may claim. ``quantize`` is required; ``matmul`` is reserved.
+OPERATIONS = ("quantize", "dequantize", "encode", "pack", "to_blocked", "matmul")
+
+
+class BackendError(ValueError):
+    """A backend cannot be found, loaded or used as asked (a usage error, not a departure)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run here; truthy iff ``ok``. ``reason`` says why not (or what it runs on)."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.ok)
+
+    @classmethod
+    def yes(cls, reason: str = "") -> "Availability":
+        return cls(True, reason)
+
+    @classmethod
+    def no(cls, reason: str) -> "Availability":
+        return cls(False, reason)
+
+
+# -- scheme specs ----------------------------------------------------------------------------------
+
+def _parse_value(field: str, text: str):
+    if field == "block_shape":
+        try:
+            return tuple(int(p) for p in text.lower().replace("*", "x").split("x"))
+        except ValueError:
+            raise BackendError(f"scheme: block_shape={text!r} is not 'k' or 'rxk' (e.g. 16x16)") from None
+    if field == "block_size":
+        try:
+            return int(text)
+        except ValueError:
+            raise BackendError(f"scheme: block_size={text!r} is not an integer") from None
+    if field in ("element_max", "scale_max"):
+        try:
+            return float(text)
+        except ValueError:
+            raise BackendError(f"scheme: {field}={text!r} is not a number") from None
+    return text
+
+
+def resolve_scheme(spec: "str | Scheme") -> Scheme:
+    """A :class:`Scheme` from a scheme spec ``name[:field=value,...]`` (a Scheme passes through).
+
+    Fields are those of :func:`fp4spec.get_scheme` (``scale_rule``, ``profile``,
+    ``block_size``, ``block_shape`` as ``16x16``, ``element``, ``scale``, ``element_max``,
+    ``scale_max``, ``error_mode``). Raises :class:`BackendError` naming the bad part.
+    """
+    if isinstance(spec, Scheme):
+        return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise BackendError(f"scheme: {spec!r} is not a scheme spec; use a name ({', '.join(_catalogue)}) "
+                           f"optionally followed by ':field=value,...'")
+    name, _, rest = spec.strip().partition(":")
+    overrides = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        field, eq, value = part.partition("=")
+        field = field.strip()
+        if not eq or field not in OVERRIDES:
+            raise BackendError(f"scheme: {part!r} in {spec!r} is not field=value with field one of "
+                               f"{', '.join(OVERRIDES)}")
+        overrides[field] = _parse_value(field, value.strip())
+    try:
+        return get_scheme(name.strip(), **overrides)
+    except ValueError as exc:
+        raise BackendError(f"scheme: {spec!r}: {exc}") from None
+
+
+_SPEC_FIELDS = ("block_shape", "element", "scale", "scale_rule", "profile", "element_max", "scale_max",
+                "error_mode")
+
+
+def scheme_spec(scheme: "str | Scheme") -> str:
+    """The canonical spec string of a scheme: its name, plus the fields that differ from the
+    catalogue entry of that name (``"mxfp4:scale_rule=rceil"``). ``resolve_scheme`` inverts it."""
+    sch = resolve_scheme(scheme)
+    base = _catalogue.get(sch.name)
+    if base is None:
+        raise BackendError(f"scheme: {sch.name!r} is not a catalogue name; give the scheme a catalogue name "
+                           f"and express the differences as overrides")
+    parts = []
+    for field in _SPEC_FIELDS:
+        value, ref = getattr(sch, field), getattr(base, field)
+        if value == ref:
+            continue
+        if field == "block_shape":
+            text = "x".join(map(str, value))
+        elif field in ("element", "scale"):
+            text = value.name
+        elif isinstance(value, float):
+            text = f"{value:g}"
+        else:
+            text = str(value)
+        parts.append(f"{field}={text}")
+    return sch.name + (":" + ",".join(parts) if parts else "")
+
+
+# -- capabilities ------------------------------------------------------------------------------------
+
+def _tuple_of_str(value, field: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    try:
+        out = tuple(value)
+    except TypeError:
+        raise BackendError(f"{field}: expected a sequence of strings, got {value!r}") from None
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What a backend claims to do. The conformance suite checks every claim and nothing else.
+
+    Fields:
+        schemes: scheme specs (``"nvfp4"``, ``"mxfp4:scale_rule=rceil"``) or :class:`Scheme`
+            objects the backend quantizes.
+        rounding: element rounding modes (a subset of :data:`fp4spec.ROUNDING_MODES`).
+        operations: a subset of :data:`OPERATIONS`; ``quantize`` is implied.
+        formats: element formats :meth:`Backend.encode` handles (needs ``"encode"``);
+            empty means the element formats of the claimed schemes.
+        scheme_rounding: per-scheme-spec restriction of ``rounding`` (HiF4 has only its own).
+        sr_bits: random bits per element accepted with ``rounding="sr"``.
+        any_overrides: True if every override of a claimed scheme is supported too (the
+            reference backend); then ``--scheme mxfp4:scale_rule=ceil`` may be asked for.
+        notes: free text shown in reports (device, library version, compute dtype...).
+    """
+
+    schemes: tuple = ()
+    rounding: tuple[str, ...] = ("rne",)
+    operations: frozenset = frozenset({"quantize"})
+    formats: tuple[str, ...] = ()
+    scheme_rounding: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    sr_bits: tuple[int, ...] = (DEFAULT_SR_BITS,)
+    any_overrides: bool = False
+    notes: str = ""
+
+    def __post_init__(self):
+        specs = tuple(scheme_spec(s) for s in _tuple_of_str(self.schemes, "schemes"))
+        object.__setattr__(self, "schemes", specs)
+        rounding = _tuple_of_str(self.rounding, "rounding")
+        for r in rounding:
+            if r not in ROUNDING_MODES:
+                raise BackendError(f"rounding: {r!r} is not one of {', '.join(map(repr, ROUNDING_MODES))}")
+        object.__setattr__(self, "rounding", rounding)
+        ops = frozenset(_tuple_of_str(self.operations, "operations")) | {"quantize"}
+        unknown = sorted(ops - set(OPERATIONS))
+        if unknown:
+            raise BackendError(f"operations: {unknown[0]!r} is not one of {', '.join(map(repr, OPERATIONS))}")
+        object.__setattr__(self, "operations", ops)
+        object.__setattr__(self, "formats", _tuple_of_str(self.formats, "formats"))
+        per = {}
+        for spec, modes in dict(self.scheme_rounding).items():
+            modes = _tuple_of_str(modes, f"scheme_rounding[{spec!r}]")
+            for r in modes:
+                if r not in ROUNDING_MODES:
+                    raise BackendError(f"scheme_rounding[{spec!r}]: {r!r} is not one of "
+                                       f"{', '.join(map(repr, ROUNDING_MODES))}")
+            per[scheme_spec(spec)] = modes
+        object.__setattr__(self, "scheme_rounding", MappingProxyType(per))
+        bits = tuple(int(b) for b in self.sr_bits)
+        if any(not 1 <= b <= 32 for b in bits):
+            raise BackendError(f"sr_bits: {self.sr_bits!r} must be integers in [1, 32]")
+        object.__setattr__(self, "sr_bits", bits)
+
+    def supports(self, operation: str) -> bool:
+        """True if ``operation`` (one of :data:`OPERATIONS`) is claimed."""
+        return operation in self.operations
+
+    def supports_scheme(self, scheme: "str | Scheme") -> bool:
+        """True if the scheme is claimed (or is an override of a claimed one, with ``any_overrides``)."""
+        sch = resolve_scheme(scheme)
+        spec = scheme_spec(sch)
+        if spec in self.schemes:
+            return True
+        return self.any_overrides and any(resolve_scheme(s).name == sch.name for s in self.schemes)
+
+    def roundings_for(self, scheme: "str | Scheme") -> tuple[str, ...]:
+        """The rounding modes claimed for one scheme (``scheme_rounding`` first, by spec then name)."""
+        sch = resolve_scheme(scheme)
+        spec = scheme_spec(sch)
+        if spec in self.scheme_rounding:
+            return self.scheme_rounding[spec]
+        if sch.name in self.scheme_rounding:
+            return self.scheme_rounding[sch.name]
+        return self.rounding
+
+    def element_formats(self) -> tuple[str, ...]:
+        """Formats for ``encode``: ``formats``, else the element formats of the claimed schemes."""
+        if self.formats:
+            return self.formats
+        seen = []
+        for s in self.schemes:
+            name = resolve_scheme(s).element.name
+            if name not in seen:
+                seen.append(name)
+        return tuple(seen)
+
+
+# -- the base class ----------------------------------------------------------------------------------
+
+class Backend:
+    """Base class of every backend. Subclasses set ``name`` and implement at least
+    :meth:`capabilities` and :meth:`quantize`; the optional operations they claim in
+    ``capabilities().operations`` they implement too.
+
+    Construction takes no required arguments, so ``fp4spec conform --backend pkg.mod:Name``
+    can instantiate the class.
+    """
+
+    name: str = "backend"
+
+    def is_available(self) -> Availability:
+        """Whether this backend can run here (default: yes)."""
+        return Availability.yes()
+
+    def capabilities(self) -> Capabilities:
+        raise NotImplementedError(f"capabilities: backend {self.name!r} must say what it supports")
+
+    def quantize(self, x: np.ndarray, scheme: Scheme, *, rounding: str = "rne", rbits=None,
+                 sr_bits: int = DEFAULT_SR_BITS):
+        """Block-quantize float32 ``x`` along its last axis; return a :class:`fp4spec.QuantizedTensor`.
+
+        ``rbits`` (``rounding="sr"`` only): uint32 integers in ``[0, 2**sr_bits)``, x's shape,
+        one per element, used as :func:`fp4spec.quantize` uses them.
+        """
+        raise NotImplementedError(f"quantize: backend {self.name!r} does not implement it")
+
+    def dequantize(self, q) -> np.ndarray:
+        """float32 values of a QuantizedTensor (optional, capability ``"dequantize"``)."""
+        raise NotImplementedError(self._missing("dequantize"))
+
+    def encode(self, x: np.ndarray, fmt: str, rounding: str = "rne", *, rbits=None,
+               sr_bits: int = DEFAULT_SR_BITS) -> np.ndarray:
+        """Element conversion without scaling, as :func:`fp4spec.encode` (optional, ``"encode"``)."""
+        raise NotImplementedError(self._missing("encode"))
+
+    def pack(self, codes: np.ndarray) -> np.ndarray:
+        """Two 4-bit codes per byte along the last axis, as the backend stores them (optional, ``"pack"``)."""
+        raise NotImplementedError(self._missing("pack"))
+
+    def to_blocked(self, scales: np.ndarray) -> np.ndarray:
+        """A 2-D scale matrix in the backend's swizzled storage, as :func:`fp4spec.to_blocked`
+        (optional, ``"to_blocked"``)."""
+        raise NotImplementedError(self._missing("to_blocked"))
+
+    def _missing(self, op: str) -> str:
+        return f"{op}: backend {self.name!r} does not implement it (and should not claim it in capabilities())"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} backend {self.name!r}>"
+
+
+def as_numpy(a) -> np.ndarray | None:
+    """A numpy array from a backend's output (numpy, anything with ``__array__``, or a torch
+    tensor on any device); None stays None."""
+    if a is None:
+        return None
+    if hasattr(a, "detach") and hasattr(a, "cpu"):
+        a = a.detach().cpu()
+        if hasattr(a, "numpy"):
+            return a.numpy()
+    return np.asarray(a)
+
+
+def iter_specs(items: Iterable) -> list[str]:
+    """Scheme specs of ``items`` (names, specs or Schemes), canonicalized."""
+    return [scheme_spec(s) for s in items]
+
+
+__all__ = ["Availability", "Backend", "BackendError", "Capabilities", "OPERATIONS", "as_numpy", "iter_specs",
+           "resolve_scheme", "scheme_spec"]

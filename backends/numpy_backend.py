@@ -1,0 +1,76 @@
+"""The ``numpy`` backend: the fp4spec emulator behind the :class:`~fp4spec.backends.Backend` interface.
+
+It supports everything the spec defines -- every catalogued scheme and every override of
+one, every rounding mode (HiF4: its own rounding only), any ``sr_bits`` in [1, 32], and the
+optional operations ``dequantize``, ``encode``, ``pack`` (low nibble first) and
+``to_blocked`` (cuBLAS 128x4). It is the reference the conformance suite compares other
+backends with; the emulator it wraps is tested equal to the scalar reference elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+
+from fp4spec.block_schemes import schemes as _schemes
+from fp4spec.layouts import to_blocked as _to_blocked
+from fp4spec.number_formats import formats as _formats
+from fp4spec.packing import pack as _pack
+from fp4spec.rounding import DEFAULT_SR_BITS, ROUNDING_MODES
+
+from .base import Availability, Backend, Capabilities, resolve_scheme
+
+
+def _hif4_available() -> bool:
+    try:
+        return importlib.util.find_spec("fp4spec.emulator.hif4") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+class NumpyBackend(Backend):
+    """The vectorized numpy emulator (the reference backend)."""
+
+    name = "numpy"
+
+    def is_available(self) -> Availability:
+        return Availability.yes(f"numpy {np.__version__} on the CPU")
+
+    def capabilities(self) -> Capabilities:
+        hif4 = _hif4_available()
+        names = tuple(n for n in _schemes if n != "hif4" or hif4)
+        return Capabilities(
+            schemes=names,
+            rounding=ROUNDING_MODES,
+            operations=("quantize", "dequantize", "encode", "pack", "to_blocked"),
+            formats=tuple(_formats),
+            scheme_rounding={"hif4": ("rne",)} if hif4 else {},
+            sr_bits=tuple(range(1, 33)),
+            any_overrides=True,
+            notes="fp4spec emulator (numpy, float32 operations as the spec states them)",
+        )
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=DEFAULT_SR_BITS):
+        from fp4spec.quantize_api import quantize
+
+        return quantize(x, resolve_scheme(scheme), rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+
+    def dequantize(self, q) -> np.ndarray:
+        from fp4spec.quantize_api import dequantize
+
+        return dequantize(q)
+
+    def encode(self, x, fmt, rounding="rne", *, rbits=None, sr_bits=DEFAULT_SR_BITS) -> np.ndarray:
+        from fp4spec.api import encode
+
+        return encode(x, fmt, rounding, rbits=rbits, sr_bits=sr_bits)
+
+    def pack(self, codes) -> np.ndarray:
+        return _pack(codes, order="lo_first", axis=-1)
+
+    def to_blocked(self, scales) -> np.ndarray:
+        return _to_blocked(scales)
+
+
+__all__ = ["NumpyBackend"]
