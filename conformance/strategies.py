@@ -1,0 +1,205 @@
+"""Hypothesis strategies for adversarial 4-bit quantization inputs -- reusable in any test suite.
+
+Each strategy draws the *structure* of an input (how many blocks, which kind each block is,
+the tensor amax's exponent and significand, how far the other blocks' amaxes spread below
+it, the random-bit style) and a seed; :mod:`fp4spec.conformance.builders` fills in the
+float32 values exactly. So shrinking simplifies the structure (fewer blocks, plainer kinds,
+smaller exponents) while the numbers stay adversarial.
+
+Example -- check your own quantizer against fp4spec's, bit for bit::
+
+    from hypothesis import given
+    import fp4spec
+    from fp4spec.conformance import strategies as fst
+
+    @given(fst.tie_tensors("nvfp4"))
+    def test_my_kernel_matches(x):
+        assert my_quantize(x).equals(fp4spec.quantize(x, "nvfp4"))
+
+Tensors are 2-D float32 arrays blocked along the last axis (``rows x (n * block_size)``;
+2-D tile schemes get whole tiles). :func:`cases` bundles a tensor with random bits for
+``rounding="sr"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from hypothesis import strategies as st
+
+from fp4spec.backends.base import resolve_scheme
+from fp4spec.number_formats import get_format
+
+from . import builders
+from .builders import BLOCK_KINDS, FINITE_KINDS
+
+#: Tensor-amax exponents at the edges of float32 and of the two-level tensor scale.
+EXTREME_EXPONENTS = (127, 126, 125, 100, -100, -125, -126, -127, -133, -140, -149)
+SPREADS = (0, 2, 8, 40, 250)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One conformance input: a 2-D float32 tensor and, for stochastic rounding, its random bits."""
+
+    x: np.ndarray
+    rbits: np.ndarray | None = None
+
+    def __repr__(self) -> str:
+        r = "" if self.rbits is None else f", rbits {self.rbits.dtype}{self.rbits.shape}"
+        return f"Case(x float32{self.x.shape}{r})"
+
+
+def block_kinds(scheme, kinds=None) -> st.SearchStrategy[str]:
+    """One of the block kinds of :mod:`~fp4spec.conformance.builders` that fit the scheme."""
+    return st.sampled_from(builders.kinds_for(resolve_scheme(scheme), kinds or BLOCK_KINDS))
+
+
+def amax_exponents(lo: int = -149, hi: int = 127) -> st.SearchStrategy[int]:
+    """Typical (-10..10), anywhere in float32 (-149..127) or extreme exponents."""
+    extremes = [e for e in EXTREME_EXPONENTS if lo <= e <= hi] or [lo, hi]
+    return st.one_of(st.integers(max(lo, -10), min(hi, 10)) if lo <= 10 and hi >= -10 else st.integers(lo, hi),
+                     st.integers(lo, hi), st.sampled_from(extremes))
+
+
+def amax_significands(scheme) -> st.SearchStrategy[float]:
+    """Scale-rule edge significands (1.0, 1.5, 1.75, just below 2, one ulp beside them) or any in [1, 2)."""
+    sch = resolve_scheme(scheme)
+    return st.one_of(st.sampled_from(builders.amax_significands(sch)),
+                     st.floats(1.0, 2.0, exclude_max=True, width=32))
+
+
+@st.composite
+def tensors(draw, scheme, kinds=None, *, max_block_rows: int = 3, max_block_cols: int = 3, spreads=SPREADS,
+            exponents: st.SearchStrategy[int] | None = None) -> np.ndarray:
+    """A 2-D float32 tensor of whole blocks, each of a kind drawn from ``kinds``
+    (default: every kind that fits the scheme)."""
+    sch = resolve_scheme(scheme)
+    pool = builders.kinds_for(sch, kinds or BLOCK_KINDS)
+    if not pool:
+        raise ValueError(f"kinds: none of {kinds!r} applies to {sch.name!r}")
+    rows = draw(st.integers(1, max_block_rows))
+    cols = draw(st.integers(1, max_block_cols))
+    ks = draw(st.lists(st.sampled_from(pool), min_size=rows * cols, max_size=rows * cols))
+    exp = draw(exponents if exponents is not None else amax_exponents())
+    sig = draw(amax_significands(sch))
+    spread = draw(st.sampled_from(tuple(spreads)))
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+    rng = np.random.default_rng(seed)
+    g = builders.global_amax(rng, sch, exp, sig)
+    return builders.build_tensor(rng, sch, ks, block_rows=rows, block_cols=cols, amax=g, spread=spread)
+
+
+def tie_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
+    """Scaled values exactly on rounding ties (and block scales on UE4M3 ties), and one ulp beside them."""
+    return tensors(scheme, ("ties", "scale_tie"), **kw)
+
+
+def binade_edge_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
+    """Block amaxes with significand 1.0, 1.5, 1.75, just below 2 (and one ulp beside them)."""
+    sch = resolve_scheme(scheme)
+    kw.setdefault("exponents", amax_exponents())
+    return tensors(sch, ("binade_edge", "scale_tie"), **kw)
+
+
+def subnormal_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
+    """float32 subnormals and the normal boundary 2^-126."""
+    kw.setdefault("exponents", st.integers(-149, -120))
+    return tensors(scheme, ("subnormal", "single", "random"), **kw)
+
+
+def wide_range_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
+    """Blocks whose amaxes spread over up to 250 binades across the tensor."""
+    kw.setdefault("spreads", (40, 120, 250))
+    kw.setdefault("max_block_rows", 4)
+    return tensors(scheme, ("random", "ties", "single", "subnormal"), **kw)
+
+
+def zero_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
+    """All-zero blocks (+0, -0, mixed) and blocks with a single non-zero element."""
+    return tensors(scheme, ("zero", "single"), **kw)
+
+
+def nonfinite_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
+    """Blocks holding NaN / +-Inf next to finite and zero blocks (not for HiF4, which refuses them)."""
+    return tensors(scheme, ("nonfinite", "random", "zero"), **kw)
+
+
+def saturating_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
+    """Scaled values beyond the element max; two-level blocks tiny next to the tensor amax."""
+    return tensors(scheme, ("saturate", "binade_edge"), **kw)
+
+
+def extreme_amax_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
+    """Tensor amax near FLT_MAX, at the float32 normal boundary, or subnormal."""
+    kw.setdefault("exponents", st.sampled_from(EXTREME_EXPONENTS))
+    return tensors(scheme, FINITE_KINDS, **kw)
+
+
+def finite_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
+    """Any finite input (every kind but ``nonfinite``)."""
+    return tensors(scheme, FINITE_KINDS, **kw)
+
+
+def adversarial_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
+    """The mixture the ``reference`` property uses: ties half the time, else any kind."""
+    return st.one_of(tie_tensors(scheme, **kw), tensors(scheme, **kw), extreme_amax_tensors(scheme, **kw),
+                     wide_range_tensors(scheme, **kw))
+
+
+def rbits(shape, sr_bits: int = 8, *, constant: bool = False) -> st.SearchStrategy[np.ndarray]:
+    """Random bits for ``rounding="sr"`` (uint32 in [0, 2^sr_bits)): uniform, all 0, all max,
+    or a mixture; ``constant=True``: one value everywhere (for monotonicity)."""
+    top = (1 << sr_bits) - 1
+    if constant:
+        return st.integers(0, top).map(lambda r: np.full(shape, r, np.uint32))
+    styles = st.sampled_from(["uniform", "uniform", "zero", "max", "mixed"])
+    return st.builds(lambda style, seed: builders.build_rbits(np.random.default_rng(seed), shape, sr_bits, style),
+                     styles, st.integers(0, 2 ** 32 - 1))
+
+
+@st.composite
+def cases(draw, scheme, rounding: str = "rne", tensor_strategy=None, *, sr_bits: int = 8,
+          constant_rbits: bool = False) -> Case:
+    """A :class:`Case`: a tensor from ``tensor_strategy`` (default :func:`adversarial_tensors`)
+    plus random bits when ``rounding == "sr"``."""
+    x = draw(tensor_strategy if tensor_strategy is not None else adversarial_tensors(scheme))
+    r = draw(rbits(x.shape, sr_bits, constant=constant_rbits)) if rounding == "sr" else None
+    return Case(x, r)
+
+
+def element_values(fmt) -> st.SearchStrategy[float]:
+    """float32 inputs for element conversion: TestFloat-style values around every code,
+    midpoint and binade edge of ``fmt`` (:func:`builders.element_sweep`), or any float32."""
+    sweep = builders.element_sweep(get_format(fmt))
+    return st.one_of(st.sampled_from(sweep.tolist()), st.floats(width=32, allow_nan=False))
+
+
+def element_ties(fmt) -> st.SearchStrategy[float]:
+    """The exact midpoints between adjacent values of ``fmt`` (both signs), and one float32 ulp beside them."""
+    return st.sampled_from(builders.element_tie_values(get_format(fmt)).tolist())
+
+
+__all__ = [
+    "Case",
+    "EXTREME_EXPONENTS",
+    "adversarial_tensors",
+    "amax_exponents",
+    "amax_significands",
+    "binade_edge_tensors",
+    "block_kinds",
+    "cases",
+    "element_ties",
+    "element_values",
+    "extreme_amax_tensors",
+    "finite_tensors",
+    "nonfinite_tensors",
+    "rbits",
+    "saturating_tensors",
+    "subnormal_tensors",
+    "tensors",
+    "tie_tensors",
+    "wide_range_tensors",
+    "zero_tensors",
+]
