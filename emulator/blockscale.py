@@ -143,8 +143,9 @@ def _quantize_mx_chunk(xb, scheme: Scheme, rounding, rbits, sr_bits):
 def quantize_mx(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_bits: int) -> tuple[np.ndarray, np.ndarray]:
     """MX quantization of float32 blocks ``xb`` of shape (..., n_blocks, k): (codes, scale codes)."""
     k = xb.shape[-1]
-    flat = xb.reshape(-1, k)
-    rflat = None if rbits is None else np.broadcast_to(rbits, xb.shape).reshape(-1, k)
+    b = int(np.prod(xb.shape[:-1], dtype=np.int64))
+    flat = xb.reshape(b, k)
+    rflat = None if rbits is None else np.broadcast_to(rbits, xb.shape).reshape(b, k)
     codes = np.empty(flat.shape, np.uint8)
     scales = np.empty(flat.shape[:1], np.uint8)
     for sl in _chunks(flat.shape[0], k):
@@ -169,14 +170,14 @@ def block_amaxes(xb: np.ndarray, scheme: Scheme) -> np.ndarray:
     repeated over the tile's r rows. xb: (..., rows, n_blocks, k)."""
     if not scheme.is_2d:
         k = xb.shape[-1]
-        flat = xb.reshape(-1, k)
+        flat = xb.reshape(int(np.prod(xb.shape[:-1], dtype=np.int64)), k)
         out = np.empty(flat.shape[:1], np.float32)
         for sl in _chunks(flat.shape[0], k):
             out[sl] = abs_max_last(flat[sl])
         return out.reshape(xb.shape[:-1])
     r = scheme.tile_rows
     *lead, rows, nb, k = xb.shape
-    tiles = xb.reshape(-1, r, nb, k)
+    tiles = xb.reshape(int(np.prod(lead, dtype=np.int64)) * (rows // r), r, nb, k)
     out = np.empty((tiles.shape[0], nb), np.float32)
     for sl in _chunks(tiles.shape[0], r * nb * k):
         t = tiles[sl]
@@ -284,7 +285,7 @@ def _two_level_chunk(xb, vec_max, ts: TensorScale, scheme: Scheme, rounding, rbi
         c = element_codes(xb, element_multipliers(sc, ts, scheme), scheme, rounding, rbits, sr_bits)
         err = four_over_six_errors(xb, c, sc, ts, scheme)
         if scheme.is_2d:
-            err = tree_sum_rows(err.reshape(-1, err.shape[-1]), scheme.tile_rows).reshape(err.shape)
+            err = tree_sum_rows(err, scheme.tile_rows)  # (T, r, nb): each tile's r rows
         cands.append((c, sc, err))
     (c6, s6, e6), (c4, s4, e4) = cands
     pick4 = e4 < e6
@@ -311,13 +312,15 @@ def quantize_two_level(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_
     rb = None if rbits is None else np.broadcast_to(rbits, xb.shape)
     if scheme.is_2d:
         r = scheme.tile_rows
-        *_, rows, nb, _ = xb.shape
-        units = (xb.reshape(-1, r, nb, k), vec_max.reshape(-1, r, nb), codes.reshape(-1, r, nb, k),
-                 scales.reshape(-1, r, nb), None if rb is None else rb.reshape(-1, r, nb, k))
+        *lead, rows, nb, _ = xb.shape
+        t = int(np.prod(lead, dtype=np.int64)) * (rows // r)
+        units = (xb.reshape(t, r, nb, k), vec_max.reshape(t, r, nb), codes.reshape(t, r, nb, k),
+                 scales.reshape(t, r, nb), None if rb is None else rb.reshape(t, r, nb, k))
         unit_elems = r * nb * k
     else:
-        units = (xb.reshape(-1, k), vec_max.reshape(-1), codes.reshape(-1, k), scales.reshape(-1),
-                 None if rb is None else rb.reshape(-1, k))
+        b = int(np.prod(xb.shape[:-1], dtype=np.int64))
+        units = (xb.reshape(b, k), vec_max.reshape(b), codes.reshape(b, k), scales.reshape(b),
+                 None if rb is None else rb.reshape(b, k))
         unit_elems = k
     x_u, v_u, c_u, s_u, r_u = units
     for sl in _chunks(x_u.shape[0], unit_elems):

@@ -360,3 +360,14 @@ def test_hif4_through_quantize_matches_hif4_emulator():
     qp = quantize(x[:, :100], "hif4", pad=True)
     assert qp.dequantize().shape == (3, 100)
     assert np.array_equal(qp.dequantize(), hif4.hif4_dequantize(**hif4.hif4_quantize(x[:, :100], pad=True)))
+
+
+@pytest.mark.parametrize("shape", [(0, 32), (4, 0), (2, 0, 16), (0, 16, 16)])
+@pytest.mark.parametrize("name", ["mxfp4", "nvfp4", "nvfp4_2d"])
+def test_empty_arrays(shape, name):
+    from fp4spec.scaling import quantize_reference
+
+    x = np.ones(shape, np.float32)
+    q = quantize(x, name, pad=True)
+    assert q.dequantize().shape == shape
+    assert q.equals(quantize_reference(x, get_scheme(name), pad=True))

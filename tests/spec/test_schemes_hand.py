@@ -357,3 +357,26 @@ def test_ufp4_overrides_are_honoured():
     q = both(x, s)
     assert list(q.codes[0, :2]) == [6, 3]  # E1M2 3.0 and 1.5
     assert both(np.tile(row(1.0, n=32), (1, 1)), get_scheme("ufp4", block_size=32)).scales.shape == (1, 1)
+
+
+@pytest.mark.parametrize("name,top,tie,want", [
+    # e2m3 (bias 1): 1.0625 ties 1.0 = 0b0_01_000 (0x08, even) | 1.125 (0x09) -> 0x08
+    ("mxfp6_e2m3", 7.5, 1.0625, 0x08),
+    # e3m2 (bias 3): 5.5 ties 5 = 1.25 * 4 = 0b0_101_01 (0x15, odd) | 6 = 0b0_101_10 (0x16) -> 0x16
+    ("mxfp6_e3m2", 28.0, 5.5, 0x16),
+    # e4m3 (bias 7): 17 ties 16 = 0b0_1011_000 (0x58, even) | 18 (0x59) -> 0x58
+    ("mxfp8_e4m3", 448.0, 17.0, 0x58),
+    # e5m2 (bias 15): 7.5 ties 7 = 1.75 * 4 = 0b0_10001_11 (0x47, odd) | 8 = 0b0_10010_00 (0x48) -> 0x48
+    ("mxfp8_e5m2", 57344.0, 7.5, 0x48),
+])
+def test_mx_element_formats_by_hand(name, top, tie, want):
+    """amax = the element max: floor(log2 max) = emax, so X = 1 and elements are unscaled; a
+    midpoint goes to the neighbour with the even significand; 1024 times larger: scale code +10."""
+    s = get_scheme(name)
+    x = row(top, tie, -top, n=32)[None]
+    q = both(x, s)
+    assert q.scales[0, 0] == 127
+    assert s.element.values[q.codes[0, 0]] == top and s.element.values[q.codes[0, 2]] == -top
+    assert q.codes[0, 1] == want
+    q2 = both(x * F32(1024), s)
+    assert q2.scales[0, 0] == 137 and np.array_equal(q2.codes, q.codes)
