@@ -8,6 +8,10 @@ it makes. The profile modules (:mod:`.ocp_mx`, :mod:`.transformer_engine`, :mod:
 scheme's profile and contain every branch. A policy a profile does not set is shown as
 ``-`` (the vendor has no such operation).
 
+The policies in :data:`ALGORITHM_POLICIES` are read by the algorithms; the others record
+a vendor's behaviour for comparison (its default scale rule, what its element casts do, the
+consequences of its operation order) and are pinned by tests rather than switched on.
+
 Use :func:`list_profiles` for the profiles, :func:`get_profile` for one, and
 :func:`describe_profiles` for a table of every policy across every profile, rows where the
 profiles disagree marked with ``*``.
@@ -87,6 +91,13 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
     "hif4_zero_group": (
         "HiF4 all-zero group",
         ("scale_2^-48", "nan")),
+})
+
+
+#: Policies the block-scaling algorithms branch on (the rest are descriptive).
+ALGORITHM_POLICIES = frozenset({
+    "mx_nonfinite_block", "mx_element_scaling", "mx_rceil_descale", "nv_scale_chain",
+    "nv_block_scale_floor", "nv_negative_zero", "nv_dequant_order", "nv_4over6",
 })
 
 
@@ -191,4 +202,4 @@ def describe_profiles() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["POLICIES", "Profile", "describe_profiles", "differing_policies", "get_profile", "list_profiles"]
+__all__ = ["ALGORITHM_POLICIES", "POLICIES", "Profile", "describe_profiles", "differing_policies", "get_profile", "list_profiles"]

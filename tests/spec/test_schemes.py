@@ -371,3 +371,15 @@ def test_empty_arrays(shape, name):
     q = quantize(x, name, pad=True)
     assert q.dequantize().shape == shape
     assert q.equals(quantize_reference(x, get_scheme(name), pad=True))
+
+
+def test_driving_profiles_set_every_algorithm_policy():
+    """A profile that can drive a structure sets every policy the algorithms read for it."""
+    from fp4spec.profiles import ALGORITHM_POLICIES
+
+    needed = {"mx": {p for p in ALGORITHM_POLICIES if p.startswith("mx_")},
+              "two_level": {p for p in ALGORITHM_POLICIES if p.startswith("nv_")}, "hif4": set()}
+    assert needed["mx"] | needed["two_level"] == set(ALGORITHM_POLICIES)
+    for p in list_profiles():
+        for structure in p.structures:
+            assert needed[structure] <= set(p.policies), (p.name, structure)
