@@ -30,7 +30,6 @@ from .reference import encode_scalar, floor_log2
 
 F32 = np.float32
 FLT_MAX = F32(np.finfo(np.float32).max)
-ZERO_BLOCK_SCALE_CODE = 0x00  # E8M0 2^-127
 NAN_SCALE_CODE_E8M0 = 0xFF
 
 
@@ -49,10 +48,6 @@ def ceil_log2(v: Fraction) -> int:
 def float32_bits(v) -> int:
     """The 32-bit pattern of a float32 value, as a Python int."""
     return int(np.array(v, dtype=np.float32).view(np.uint32))
-
-
-def float32_from_bits(b: int) -> np.float32:
-    return F32(np.array(b & 0xFFFFFFFF, dtype=np.uint32).view(np.float32))
 
 
 def element_nan_policy(element: Format) -> str:
@@ -85,7 +80,7 @@ def mx_scale_exponent(amax, element: Format, rule: str, policies) -> int | None:
        ``rceil`` gives e = 127 (the saturated cast of an infinite quotient).
     2. amax == 0: e = -127 (scale code 0x00, X = 2^-127), for every rule.
     3. ``floor`` (OCP 6.3): e = floor(log2 amax) - emax_elem, exact (the exponent of amax's
-       bits; for an fp32-subnormal amax the exact value, which step 4 clamps anyway).
+       bits; for an fp32-subnormal amax the exact value, which step 7 clamps anyway).
     4. ``ceil``: e = ceil(log2 amax) - emax_elem.
     5. ``even`` (torchao EVEN): add 2^(22 - m) to amax's 32-bit pattern (m = the element's
        mantissa bits), clear the 23 mantissa bits; with E the resulting exponent field,
