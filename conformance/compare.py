@@ -162,6 +162,10 @@ def _codes_cx(exp, act, idx, x, scheme, rounding, rbits, pre, expected_q) -> Cou
         note = tie_note(y_all[row, col], el)
         if note:
             notes.append(note)
+    scales_e, scales_a = _field(expected_q, "scales"), None
+    sc = scheme.scale
+    if scales_e is not None and scales_e.ndim == 2 and scales_e.shape[-1] > b:
+        notes.append(f"block scale {code_hex(scales_e[row, b], sc.bits)} ({value_text(sc, scales_e[row, b])})")
     xv = x[row, col]
     return Counterexample(
         f"{pre}codes[{row}, {col}]: x = {f32_text(xv)}, expected {code_hex(exp[idx], el.bits)} "
