@@ -1,0 +1,276 @@
+"""Planted-defect backends: the numpy backend with exactly one thing broken, as a kernel might be.
+
+The conformance suite must reject every one of these in a default run. The first eight are
+the defects the issue lists; the rest are further bugs seen in the wild (divergences.md part
+2), to show that comparing every field catches defects nobody listed.
+
+Usable from the command line: ``PYTHONPATH=. fp4spec conform --backend tests.conformance.defects:TiesAway``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fp4spec.backends import NumpyBackend, resolve_scheme
+from fp4spec.block_schemes import get_scheme
+from fp4spec.conformance.chain import block_scale_value
+from fp4spec.emulator import blockscale
+from fp4spec.emulator.encode import encode
+from fp4spec.quantized import QuantizedTensor
+from fp4spec.scaling import element_nan_policy, prepare_input, two_level_tensor_scale
+
+F32 = np.float32
+
+
+def _replace(q: QuantizedTensor, **fields) -> QuantizedTensor:
+    import dataclasses
+
+    return dataclasses.replace(q, **fields)
+
+
+def _two_level_parts(x, sch, rounding, rbits, sr_bits):
+    """The pieces of a two-level quantization: blocks, tensor scale, reference scale codes."""
+    prep = prepare_input(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+    xp = prep.x
+    k = sch.block_size
+    xb = xp.reshape(xp.shape[:-1] + (xp.shape[-1] // k, k))
+    rb = None if prep.rbits is None else prep.rbits.reshape(xb.shape)
+    with np.errstate(invalid="ignore"):
+        gmax = np.max(np.abs(xb)) if xb.size else F32(0.0)
+    ts = two_level_tensor_scale(F32(gmax), sch)
+    scale_codes = blockscale.block_scale_codes(blockscale.block_amaxes(xb, sch), ts, sch)
+    return prep, xb, rb, ts, scale_codes
+
+
+# -- the eight listed defects ---------------------------------------------------------------------------
+
+class TiesAway(NumpyBackend):
+    """Block quantization rounds element ties away from zero (microxcaling 'nearest', aiter#3992)."""
+
+    name = "ties-away"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        sch = resolve_scheme(scheme)
+        if rounding == "rne" and sch.structure != "hif4":  # HiF4 rounds ties away by definition
+            rounding = "rna"
+        return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+
+
+class MxCeilRule(NumpyBackend):
+    """MX scales with ceil(log2 amax) where the scheme says floor (DeepWok/mase#321)."""
+
+    name = "mx-ceil"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        sch = resolve_scheme(scheme)
+        if sch.structure != "mx" or sch.scale_rule != "floor":
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        q = super().quantize(x, get_scheme(sch, scale_rule="ceil"), rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        return _replace(q, scheme=sch)
+
+
+class SrIgnoresBits(NumpyBackend):
+    """Stochastic rounding that ignores its random bits (always rounds toward zero)."""
+
+    name = "sr-ignores-rbits"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        if rounding == "sr":
+            return super().quantize(x, scheme, rounding="rtz", sr_bits=sr_bits)
+        return super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+
+
+class SwappedNibbles(NumpyBackend):
+    """Packs the first element in the high nibble (torchao before pytorch/ao#3123)."""
+
+    name = "swapped-nibbles"
+
+    def pack(self, codes):
+        from fp4spec.packing import pack
+
+        return pack(codes, order="hi_first")
+
+
+class DivideNotReciprocal(NumpyBackend):
+    """NVFP4 elements as x / fp32(s * S_dec) where the spec multiplies by fp32(1 / fp32(s * S_dec))
+    (arch-com#905: identical on random inputs, different on ties)."""
+
+    name = "divide-not-reciprocal"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        sch = resolve_scheme(scheme)
+        if sch.structure != "two_level" or sch.scale_rule != "amax" or sch.policies["nv_scale_chain"] != "te":
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        prep, xb, rb, ts, scale_codes = _two_level_parts(x, sch, rounding, rbits, sr_bits)
+        s = sch.scale.values.astype(np.float32)[scale_codes]
+        with np.errstate(all="ignore"):
+            d = (s * ts.decode).astype(np.float32)
+            y = (xb / d[..., None]).astype(np.float32)
+        top = F32(sch.max_elem)
+        y = np.clip(y, -top, top)
+        if sch.policies["nv_negative_zero"] == "positive":
+            y = (y + F32(0.0)).astype(np.float32)
+        codes = encode(y, sch.element, rounding, rbits=rb, sr_bits=sr_bits, overflow="saturate",
+                       nan=element_nan_policy(sch.element))
+        return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scale_codes, ts.decode, sch, prep.axis,
+                                          prep.shape)
+
+
+class WrongGlobalScale(NumpyBackend):
+    """Stores the NVFP4 decode scale as fp32(amax / 2688) instead of fp32(1 / S_enc)
+    (algebraically equal; the bits differ -- modular#6600, vllm#35733)."""
+
+    name = "wrong-global-scale"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        q = super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        if q.global_scale is None:
+            return q
+        with np.errstate(all="ignore"):
+            amax = np.max(np.abs(np.asarray(x, np.float32)))
+            g = F32(amax / (F32(q.scheme.scale_bound) * F32(q.scheme.max_elem)))
+        if not (np.isfinite(g) and g > 0):
+            return q
+        return _replace(q, global_scale=g)
+
+
+class E8M0ZeroBlockNaN(NumpyBackend):
+    """All-zero MX blocks get the E8M0 scale 0xFF (NaN) -- a direct cast of 0 (ml_dtypes)."""
+
+    name = "e8m0-zero-block-nan"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        q = super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        if q.scheme.structure != "mx":
+            return q
+        k = q.scheme.block_size
+        xa = np.asarray(x, np.float32)
+        zero = (xa.reshape(xa.shape[:-1] + (-1, k)) == 0).all(axis=-1)
+        return _replace(q, scales=np.where(zero, np.uint8(0xFF), q.scales))
+
+
+class FlushNegativeZero(NumpyBackend):
+    """Negative zero results come out as +0 (TE's reference cast, breccia), where the profile preserves -0."""
+
+    name = "flush-negative-zero"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        q = super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        el = q.scheme.element
+        if not el.has_negative_zero:
+            return q
+        nz = next(c for c in range(1 << el.bits) if el._decode_exact(c)[0] == "negzero")
+        return _replace(q, codes=np.where(q.codes == nz, np.uint8(0), q.codes))
+
+
+# -- further defects nobody listed ---------------------------------------------------------------------
+
+class FloatLog2Scale(NumpyBackend):
+    """MX floor scale from float32 log2 (gfloat#49, FlyDSL#590): one too high just below a power of two."""
+
+    name = "float-log2-scale"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        sch = resolve_scheme(scheme)
+        q = super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        if sch.structure != "mx" or sch.scale_rule != "floor":
+            return q
+        k = sch.block_size
+        xa = np.asarray(x, np.float32)
+        amax = np.max(np.abs(xa.reshape(xa.shape[:-1] + (-1, k))), axis=-1)
+        with np.errstate(all="ignore"):
+            e = np.floor(np.log2(amax.astype(np.float32))).astype(np.float64) - sch.element.emax
+        ok = np.isfinite(e) & (amax >= 2.0 ** -126)
+        codes = np.where(ok, np.clip(e, -127, 127) + 127, q.scales.astype(np.float64)).astype(np.uint8)
+        if np.array_equal(codes, q.scales):
+            return q
+        xb = xa.reshape(xa.shape[:-1] + (-1, k))
+        mult = np.ldexp(np.ones(codes.shape, np.float32), 127 - codes.astype(np.int32))
+        mult[codes == 0xFF] = 0
+        with np.errstate(all="ignore"):
+            y = (xb * mult[..., None]).astype(np.float32)
+        el_codes = encode(y, sch.element, rounding, rbits=None if rbits is None else np.asarray(rbits).reshape(y.shape),
+                          sr_bits=sr_bits, overflow="saturate", nan=element_nan_policy(sch.element))
+        return _replace(q, codes=el_codes.reshape(xa.shape), scales=codes)
+
+
+class StalePadding(NumpyBackend):
+    """The swizzled scale buffer is not zeroed: padded entries hold 0xFF (vllm#45741)."""
+
+    name = "stale-padding"
+
+    def to_blocked(self, scales):
+        from fp4spec.layouts import to_blocked
+
+        s = np.asarray(scales, np.uint8)
+        out = to_blocked(s)
+        marker = to_blocked(np.ones_like(s))
+        return np.where(marker == 1, out, np.uint8(0xFF))
+
+
+class ByteZeroDequantizesToZero(NumpyBackend):
+    """Dequantize decodes the E8M0 byte 0x00 as 0 instead of 2^-127 (triton#11624)."""
+
+    name = "e8m0-byte0-zero"
+
+    def dequantize(self, q):
+        out = super().dequantize(q)
+        if q.scheme.structure != "mx":
+            return out
+        k = q.scheme.block_size
+        zero_scale = np.repeat(np.asarray(q.scales) == 0, k, axis=-1)[..., :out.shape[-1]]
+        return np.where(zero_scale, np.float32(0.0), out).astype(np.float32)
+
+
+class SrStrictCompare(NumpyBackend):
+    """SR rounds away iff frac * 2^N + r > 2^N (strict) where the spec says >=: differs only
+    when the sum is exactly 2^N."""
+
+    name = "sr-strict-compare"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        if rounding != "sr":
+            return super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        # frac*2^N + r > 2^N  <=>  frac*2^N + (r - 1) >= 2^N for integers r >= 1; r = 0 never rounds up.
+        r = np.asarray(rbits).astype(np.int64)
+        q_shift = super().quantize(x, scheme, rounding="sr", rbits=np.maximum(r - 1, 0).astype(np.uint32),
+                                   sr_bits=sr_bits)
+        q_rtz = super().quantize(x, scheme, rounding="rtz", sr_bits=sr_bits)
+        return _replace(q_shift, codes=np.where(r == 0, q_rtz.codes, q_shift.codes))
+
+
+class Bf16Input(NumpyBackend):
+    """Rounds the input to bfloat16 before quantizing (a kernel that loads bf16 tiles)."""
+
+    name = "bf16-input"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        import ml_dtypes
+
+        xb = np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+        return super().quantize(xb, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+
+
+class ScaleCastTruncates(NumpyBackend):
+    """The NVFP4 block scale is cast to UE4M3 toward zero instead of to nearest even."""
+
+    name = "scale-cast-truncates"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        sch = resolve_scheme(scheme)
+        if sch.structure != "two_level" or sch.scale_rule != "amax":
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        prep, xb, rb, ts, _ = _two_level_parts(x, sch, rounding, rbits, sr_bits)
+        s = block_scale_value(blockscale.block_amaxes(xb, sch), sch, ts)
+        scale_codes = encode(s, sch.scale, "rtz", overflow="saturate")
+        mult = blockscale.element_multipliers(scale_codes, ts, sch)
+        codes = blockscale.element_codes(xb, mult, sch, rounding, rb, sr_bits)
+        return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scale_codes, ts.decode, sch, prep.axis,
+                                          prep.shape)
+
+
+#: The defects the issue lists, in its order.
+LISTED = (TiesAway, MxCeilRule, SrIgnoresBits, SwappedNibbles, DivideNotReciprocal, WrongGlobalScale,
+          E8M0ZeroBlockNaN, FlushNegativeZero)
+#: Further defects from the bug catalogue.
+UNLISTED = (FloatLog2Scale, StalePadding, ByteZeroDequantizesToZero, SrStrictCompare, Bf16Input, ScaleCastTruncates)
