@@ -18,6 +18,8 @@ from .base import Availability, Backend, BackendError
 #: Built-in backends: name -> "module:Name" (imported only when asked for).
 _BUILTIN = {
     "numpy": "fp4spec.backends.numpy_backend:NumpyBackend",
+    "torch": "fp4spec.backends.torch_backend:TorchBackend",
+    "triton": "fp4spec.backends.triton_backend:TritonBackend",
 }
 _REGISTERED: dict[str, object] = {}
 

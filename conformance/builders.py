@@ -239,8 +239,8 @@ def block_subnormal(rng, ctx: BlockContext, amax, *, free: bool = True) -> np.nd
     """float32 subnormals (2^-149 .. 2^-126) and the boundary 2^-126 itself."""
     n = int(np.prod(ctx.shape))
     if free:
-        amax = _pow2(rng.choice([1.0, 1.5, 1.75, 2.0 - ULP1, 1.0 + rng.random()]), int(rng.integers(-149, -124)))
-        amax = F32(max(float(amax), 2.0 ** -149))
+        own = _pow2(rng.choice([1.0, 1.5, 1.75, 2.0 - ULP1, 1.0 + rng.random()]), int(rng.integers(-149, -124)))
+        amax = F32(min(max(float(own), 2.0 ** -149), float(amax)))
     e = int(np.frexp(np.float64(amax))[1]) - 1
     mant = rng.integers(1, 1 << 23, n).astype(np.float64) / (1 << 23)
     x = _pow2(mant, np.minimum(e, -126) - rng.integers(0, 6, n))

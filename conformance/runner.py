@@ -326,3 +326,7 @@ def main(argv=None) -> int:
 
 __all__ = ["BackendUnavailable", "DEFAULT_MAX_EXAMPLES", "DEFAULT_SEED", "StderrProgress", "derive_seed", "main",
            "plan", "run", "run_property"]
+
+
+if __name__ == "__main__":  # python -m fp4spec.conformance.runner --backend ...
+    sys.exit(main())

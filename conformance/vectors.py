@@ -332,3 +332,7 @@ def main(argv=None) -> int:
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "LEVEL1_EXPONENTS", "VectorError", "case_shape", "check", "generate",
            "generate_cases", "load", "main", "save", "vector_summary"]
+
+
+if __name__ == "__main__":  # python -m fp4spec.conformance.vectors generate|check ...
+    sys.exit(main())
