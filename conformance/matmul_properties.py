@@ -1,0 +1,445 @@
+"""Conformance properties of a block-scaled GEMM: bit-exact equality with a named accumulator model.
+
+A backend claims one accumulator model (:mod:`fp4spec.accumulators`), e.g. a Blackwell
+``tcgen05`` kernel claims ``"sm100-mxf4nvf4"``; :func:`check_matmul` then draws operands
+from the families below (hypothesis strategies over reproducible numpy generators) and
+requires the backend's result to equal :func:`fp4spec.matmul` with that model, bit for bit,
+NaN bit patterns included.
+
+Case families (:data:`FAMILIES`), each aimed at a place where accumulator models differ:
+
+* ``random`` -- uniform finite element codes (a third zeros), scales near 1, small c.
+* ``wide_scales`` -- scale codes over the whole scale range (E8M0 2^-127 .. 2^127, UE4M3
+  including 0), a third of them from each end: operand and result overflow and underflow,
+  truncation of small blocks next to large ones; c of any exponent.
+* ``cancellation`` -- products that cancel in pairs and against c, leaving a small residue
+  that truncation or rounding can lose.
+* ``nan_scales`` -- NaN block scales (E8M0 0xFF, UE4M3 0x7F) and NaN/Inf c.
+* ``alignment`` -- c placed at exponent offsets around +-F of the largest product, with a
+  full 24-bit significand: the cases where the alignment to F fractional bits, the final
+  RZ/RNE and the position of c in the chain change the result.
+* ``subnormal`` -- scales so small that results land in the float32 subnormal range (the
+  exponent given to zero terms, ``e_zero``, and the sign of zero matter here).
+
+A backend is a callable ``backend_matmul(qa, qb, *, accumulator, c) -> float32 (M, N)``.
+The generators are plain numpy functions of a seed so that :mod:`.matmul_vectors` can write
+the same cases to files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+
+from fp4spec.accumulators import AccumulatorModel, check_operands, get_accumulator
+from fp4spec.block_schemes import Scheme, get_scheme
+from fp4spec.quantized import QuantizedTensor
+
+FAMILIES = ("random", "wide_scales", "cancellation", "nan_scales", "alignment", "subnormal")
+
+#: Schemes tried for every model (those the model rejects are skipped).
+CANDIDATE_SCHEMES = ("mxfp4", "nvfp4", "ufp4", "nvint4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3",
+                     "mxfp6_e3m2")
+
+
+# =====================================================================================
+# Building operands
+# =====================================================================================
+
+def make_operand(codes, scale_codes, scheme: "str | Scheme", global_scale=None) -> QuantizedTensor:
+    """A 2-d QuantizedTensor (rows x K, blocked along K) from raw element and scale codes."""
+    sch = get_scheme(scheme)
+    codes = np.asarray(codes, np.uint8)
+    scale_codes = np.asarray(scale_codes, np.uint8)
+    if codes.ndim != 2 or scale_codes.shape != (codes.shape[0], codes.shape[1] // sch.block_size) \
+            or codes.shape[1] % sch.block_size:
+        raise ValueError(f"codes, scale_codes: shapes {codes.shape} and {scale_codes.shape} do not fit blocks of "
+                         f"{sch.block_size}")
+    g = None if global_scale is None else np.float32(global_scale)
+    if sch.global_scale and g is None:
+        g = np.float32(1.0)
+    return QuantizedTensor(codes, scale_codes, g, sch, 1, codes.shape)
+
+
+def _code_of(fmt, value: float) -> int:
+    for c in range(1 << fmt.bits):
+        v = fmt.values[c]
+        if v == value and math.copysign(1.0, v) == math.copysign(1.0, value):
+            return c
+    raise ValueError(f"value: {value!r} is not exactly representable in {fmt.name}")
+
+
+def operand_from_values(values, scales, scheme: "str | Scheme", global_scale=None) -> QuantizedTensor:
+    """A 2-d QuantizedTensor from exactly representable element values (rows x K) and block
+    scale values (rows x K/block; ``nan`` for a NaN scale). Raises if a value is not exact."""
+    sch = get_scheme(scheme)
+    vals = np.asarray(values, np.float64)
+    sc = np.asarray(scales, np.float64)
+    codes = np.vectorize(lambda v: _code_of(sch.element, v), otypes=[np.uint8])(vals)
+    nan = sch.scale.nan_codes[0] if sch.scale.nan_codes else None
+
+    def scode(v):
+        if math.isnan(v):
+            if nan is None:
+                raise ValueError(f"scales: {sch.scale.name} has no NaN")
+            return nan
+        return _code_of(sch.scale, v)
+
+    scodes = np.vectorize(scode, otypes=[np.uint8])(sc)
+    return make_operand(codes, scodes, sch, global_scale)
+
+
+# =====================================================================================
+# Reproducible case generators (numpy)
+# =====================================================================================
+
+@dataclasses.dataclass(frozen=True)
+class MatmulCase:
+    """One matmul input: operands, the initial accumulator c (None: +0) and its family."""
+
+    family: str
+    qa: QuantizedTensor
+    qb: QuantizedTensor
+    c: np.ndarray | None
+
+    def describe(self) -> str:
+        def op(q):
+            return (f"{q.scheme.name}(block {q.scheme.block_size}) {q.shape} codes="
+                    f"{np.asarray(q.codes).tolist()} scales={np.asarray(q.scales).tolist()} g={q.global_scale}")
+        cs = None if self.c is None else [hex(int(b)) for b in self.c.view(np.uint32).ravel()]
+        return f"family={self.family}\n  A: {op(self.qa)}\n  B: {op(self.qb)}\n  c bits: {cs}"
+
+
+def k_unit(model: AccumulatorModel, scheme: Scheme) -> int:
+    """The smallest K that fits whole blocks and whole steps of ``model``."""
+    step = model.k_step if model.algorithm in ("fdpa", "fdpa2") else 1
+    return math.lcm(step, scheme.block_size, model.group_size)
+
+
+def schemes_for(model: "str | AccumulatorModel") -> tuple[str, ...]:
+    """The candidate schemes ``model`` takes (A and B the same scheme)."""
+    model = get_accumulator(model)
+    out = []
+    for name in CANDIDATE_SCHEMES:
+        sch = get_scheme(name)
+        k = k_unit(model, sch)
+        z = make_operand(np.zeros((1, k)), np.full((1, k // sch.block_size), _unit_scale(sch)), sch)
+        try:
+            check_operands(model, z, z)
+        except ValueError:
+            continue
+        if model.algorithm == "fdpa2":
+            # every finite element value must fit the FP8 carrier, not only zero
+            try:
+                fin = np.array(sch.element.finite_codes, np.uint8)
+                kk = math.lcm(k, len(fin))
+                full = make_operand(np.resize(fin, (1, kk)), np.full((1, kk // sch.block_size), _unit_scale(sch)), sch)
+                check_operands(model, full, full)
+            except ValueError:
+                continue
+        out.append(name)
+    return tuple(out)
+
+
+def _unit_scale(sch: Scheme) -> int:
+    return _code_of(sch.scale, 1.0)
+
+
+def _valid_scale_codes(sch: Scheme) -> np.ndarray:
+    nan = set(sch.scale.nan_codes)
+    return np.array([c for c in range(1 << sch.scale.bits) if c not in nan], np.uint8)
+
+
+def _elements(rng, sch: Scheme, shape, zero_p=0.33) -> np.ndarray:
+    fin = np.array(sch.element.finite_codes, np.uint8)
+    codes = rng.choice(fin, shape).astype(np.uint8)
+    codes[rng.random(shape) < zero_p] = 0
+    return codes
+
+
+def _scales_near_one(rng, sch: Scheme, shape, spread=6) -> np.ndarray:
+    valid = _valid_scale_codes(sch)
+    vals = sch.scale.values[valid]
+    logv = np.log2(np.where(vals > 0, vals, 2.0 ** -200))
+    near = valid[np.abs(logv) <= spread]
+    return rng.choice(near, shape).astype(np.uint8)
+
+
+def _global(rng, sch: Scheme, wide=False):
+    if not sch.global_scale:
+        return None
+    e = int(rng.integers(-60, 60)) if wide else int(rng.integers(-8, 8))
+    return np.float32(np.float32(1.0 + rng.integers(0, 1 << 23) / (1 << 23)) * np.float32(2.0 ** e))
+
+
+def _random_f32(rng, shape, emin=-30, emax=30) -> np.ndarray:
+    man = rng.integers(0, 1 << 23, shape)
+    e = rng.integers(emin, emax + 1, shape)
+    v = np.ldexp(1.0 + man / float(1 << 23), e) * np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+    return v.astype(np.float32)
+
+
+def _c_maybe(rng, m, n, emin=-20, emax=20):
+    if rng.random() < 0.3:
+        return None
+    c = _random_f32(rng, (m, n), emin, emax)
+    c[rng.random((m, n)) < 0.2] = 0.0
+    return c
+
+
+def gen_random(rng, model, sch, m, n, k):
+    a = make_operand(_elements(rng, sch, (m, k)), _scales_near_one(rng, sch, (m, k // sch.block_size)), sch,
+                     _global(rng, sch))
+    b = make_operand(_elements(rng, sch, (n, k)), _scales_near_one(rng, sch, (n, k // sch.block_size)), sch,
+                     _global(rng, sch))
+    return MatmulCase("random", a, b, _c_maybe(rng, m, n))
+
+
+def _extreme_scales(rng, sch: Scheme, shape) -> np.ndarray:
+    """A third uniform over every valid scale code, a third from the 8 smallest, a third
+    from the 8 largest (operand underflow and overflow, e.g. in a bf16 or fp32 upcast)."""
+    valid = _valid_scale_codes(sch)
+    order = valid[np.argsort(sch.scale.values[valid])]
+    pick = rng.integers(0, 3, shape)
+    return np.where(pick == 0, rng.choice(valid, shape),
+                    np.where(pick == 1, rng.choice(order[:8], shape), rng.choice(order[-8:], shape))).astype(np.uint8)
+
+
+def gen_wide_scales(rng, model, sch, m, n, k):
+    nb = k // sch.block_size
+    a = make_operand(_elements(rng, sch, (m, k)), _extreme_scales(rng, sch, (m, nb)), sch,
+                     _global(rng, sch, wide=True))
+    b = make_operand(_elements(rng, sch, (n, k)), _extreme_scales(rng, sch, (n, nb)), sch,
+                     _global(rng, sch, wide=True))
+    c = None if rng.random() < 0.3 else _random_f32(rng, (m, n), -149, 127)
+    return MatmulCase("wide_scales", a, b, c)
+
+
+def _dequant64(q: QuantizedTensor) -> np.ndarray:
+    """Exact float64 values element * block scale (tensor scale not applied)."""
+    sch = q.scheme
+    v = sch.element.values[np.asarray(q.codes, np.intp)]
+    s = np.repeat(sch.scale.values[np.asarray(q.scales, np.intp)], sch.block_size, axis=1)
+    return v * s
+
+
+def gen_cancellation(rng, model, sch, m, n, k):
+    """Pairs a_{2j} = a_{2j+1}, b_{2j+1} = -b_{2j} cancel exactly; a few residue elements
+    survive; c cancels the leading part of the exact sum when possible."""
+    nb = k // sch.block_size
+    fmt = sch.element
+    ea = _elements(rng, sch, (m, k), zero_p=0.1)
+    ea[:, 1::2] = ea[:, 0::2]
+    eb = _elements(rng, sch, (n, k), zero_p=0.1)
+    neg = None
+    if fmt.signed:
+        neg = np.arange(1 << fmt.bits, dtype=np.uint8)
+        for code in fmt.finite_codes:
+            if fmt.values[code] != 0:
+                neg[code] = _code_of(fmt, -fmt.values[code])
+    if neg is not None:
+        eb[:, 1::2] = neg[eb[:, 0::2]]
+    # residues: one element per row replaced at random
+    for row in (ea, eb):
+        idx = rng.integers(0, k, row.shape[0])
+        row[np.arange(row.shape[0]), idx] = _elements(rng, sch, (row.shape[0],), zero_p=0.0)
+    sa = _scales_near_one(rng, sch, (m, nb), spread=20)
+    sb = _scales_near_one(rng, sch, (n, nb), spread=20)
+    a = make_operand(ea, sa, sch, _global(rng, sch))
+    b = make_operand(eb, sb, sch, _global(rng, sch))
+    c = None
+    if rng.random() < 0.7:
+        exact = _dequant64(a) @ _dequant64(b).T     # may be inexact in float64: only a target
+        c = (-exact * (1.0 + rng.choice([0.0, 2.0 ** -20, -(2.0 ** -30)]))).astype(np.float32)
+    return MatmulCase("cancellation", a, b, c)
+
+
+def gen_nan_scales(rng, model, sch, m, n, k):
+    case = gen_random(rng, model, sch, m, n, k)
+    nan = sch.scale.nan_codes[0]
+    sa, sb = np.array(case.qa.scales), np.array(case.qb.scales)
+    for s in (sa, sb):
+        hit = rng.random(s.shape) < 0.15
+        s[hit] = nan
+    c = case.c
+    if c is not None:
+        c = c.copy()
+        specials = np.array([np.nan, np.inf, -np.inf], np.float32)
+        hit = rng.random(c.shape) < 0.2
+        c[hit] = rng.choice(specials, int(hit.sum()))
+    a = make_operand(case.qa.codes, sa, sch, case.qa.global_scale)
+    b = make_operand(case.qb.codes, sb, sch, case.qb.global_scale)
+    return MatmulCase("nan_scales", a, b, c)
+
+
+def _frac_bits(model: AccumulatorModel) -> int:
+    return model.frac_bits if model.frac_bits is not None else 24
+
+
+def gen_alignment(rng, model, sch, m, n, k):
+    """c = +-(1 + r 2^-23) * 2^(e_P + d), e_P the exponent of the largest |product|, d drawn
+    around +-F; element products spread over a few binades."""
+    case = gen_random(rng, model, sch, m, n, k)
+    pa, pb = _dequant64(case.qa), _dequant64(case.qb)
+    big = np.max(np.abs(pa[:, None, :] * pb[None, :, :]), axis=-1)
+    big = np.where(big > 0, big, 1.0)
+    F = _frac_bits(model)
+    d = rng.integers(-F - 3, F + 4, (m, n))
+    man = rng.integers(0, 1 << 23, (m, n))
+    e = np.clip(np.floor(np.log2(big)).astype(np.int64) + d, -149, 127)
+    c = np.ldexp(1.0 + man / float(1 << 23), e) * np.where(rng.random((m, n)) < 0.5, -1.0, 1.0)
+    return MatmulCase("alignment", case.qa, case.qb, c.astype(np.float32))
+
+
+def gen_subnormal(rng, model, sch, m, n, k):
+    """Results in the float32 subnormal range. E8M0: scale products 2^-254 .. 2^-114, so
+    that with c = +0 the exponent given to zero terms (e_zero) can be the largest; UE4M3:
+    small block scales and tiny tensor scales."""
+    nb = k // sch.block_size
+    valid = _valid_scale_codes(sch)
+    if sch.scale.name == "e8m0":
+        sa = rng.integers(0, 51, (m, nb)).astype(np.uint8)
+        sb = rng.integers(0, 91, (n, nb)).astype(np.uint8)
+        ga = gb = None
+    else:
+        vals = sch.scale.values[valid]
+        sa = rng.choice(valid[vals <= np.quantile(vals, 0.1)], (m, nb))
+        sb = rng.choice(valid[vals <= 1.0], (n, nb))
+        ga, gb = np.float32(2.0 ** -100), np.float32(2.0 ** -40)
+    a = make_operand(_elements(rng, sch, (m, k)), sa, sch, ga)
+    b = make_operand(_elements(rng, sch, (n, k)), sb, sch, gb)
+    c = None if rng.random() < 0.5 else _random_f32(rng, (m, n), -149, -120)
+    return MatmulCase("subnormal", a, b, c)
+
+
+GENERATORS: dict[str, Callable] = {
+    "random": gen_random,
+    "wide_scales": gen_wide_scales,
+    "cancellation": gen_cancellation,
+    "nan_scales": gen_nan_scales,
+    "alignment": gen_alignment,
+    "subnormal": gen_subnormal,
+}
+
+
+def generate_case(family: str, model: "str | AccumulatorModel", scheme: "str | Scheme", *, seed: int,
+                  m: int = 3, n: int = 3, steps: int = 2) -> MatmulCase:
+    """One reproducible case of ``family`` for ``model`` and ``scheme`` (A and B): M x K and
+    N x K operands with K = ``steps`` times :func:`k_unit`."""
+    if family not in GENERATORS:
+        raise ValueError(f"family: {family!r} is not one of {', '.join(map(repr, FAMILIES))}")
+    model = get_accumulator(model)
+    sch = get_scheme(scheme)
+    rng = np.random.default_rng(seed)
+    return GENERATORS[family](rng, model, sch, m, n, steps * k_unit(model, sch))
+
+
+# =====================================================================================
+# Hypothesis strategies and the property check
+# =====================================================================================
+
+def matmul_cases(model: "str | AccumulatorModel", family: str, schemes=None, max_dim: int = 4, max_steps: int = 3):
+    """Hypothesis strategy of :class:`MatmulCase` for one family (scheme, shape and seed drawn)."""
+    from hypothesis import strategies as st
+
+    model = get_accumulator(model)
+    schemes = tuple(schemes or schemes_for(model))
+    return st.builds(
+        lambda s, m, n, steps, seed: generate_case(family, model, s, seed=seed, m=m, n=n, steps=steps),
+        st.sampled_from(schemes), st.integers(1, max_dim), st.integers(1, max_dim), st.integers(1, max_steps),
+        st.integers(0, 2 ** 32 - 1))
+
+
+def first_mismatch(expected: np.ndarray, got) -> str | None:
+    """None when ``got`` equals ``expected`` bit for bit (float32, same shape), else a message."""
+    got = np.asarray(got)
+    if got.shape != expected.shape or got.dtype != np.float32:
+        return f"expected a float32 array of shape {expected.shape}, got {got.dtype} {got.shape}"
+    e, g = expected.view(np.uint32), got.view(np.uint32)
+    bad = np.argwhere(e != g)
+    if not len(bad):
+        return None
+    i, j = map(int, bad[0])
+    return (f"{len(bad)} of {e.size} outputs differ; first at ({i}, {j}): expected 0x{int(e[i, j]):08X} "
+            f"({float(expected[i, j])!r}), got 0x{int(g[i, j]):08X} ({float(got[i, j])!r})")
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulPropertyResult:
+    """Outcome of one property: ``passed`` over ``examples`` generated cases; on failure the
+    (shrunk) case and the first mismatch."""
+
+    name: str
+    accumulator: str
+    passed: bool
+    examples: int
+    failure: str | None = None
+
+    def __str__(self) -> str:
+        status = "PASS" if self.passed else "FAIL"
+        head = f"{status} matmul[{self.accumulator}] {self.name} ({self.examples} examples)"
+        return head if self.passed else f"{head}\n{self.failure}"
+
+
+def check_matmul(backend_matmul: Callable, accumulator: "str | AccumulatorModel", *, seed: int = 0,
+                 max_examples: int = 25, families=FAMILIES, schemes=None) -> list[MatmulPropertyResult]:
+    """Check a backend's GEMM against ``fp4spec.matmul(..., accumulator=...)``, bit for bit.
+
+    For every family (:data:`FAMILIES`) one property: for cases drawn by :func:`matmul_cases`
+    (hypothesis, seeded by ``seed``, ``max_examples`` each), ``backend_matmul(qa, qb,
+    accumulator=name, c=c)`` equals :func:`fp4spec.matmul` in every bit (NaN patterns
+    included). Returns one :class:`MatmulPropertyResult` per family.
+    """
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hseed
+
+    from fp4spec.matmul_api import matmul
+
+    model = get_accumulator(accumulator)
+    results = []
+    for family in families:
+        count = [0]
+        last = [None]
+
+        @hseed(seed)
+        @settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
+                  suppress_health_check=list(HealthCheck), print_blob=False)
+        @given(matmul_cases(model, family, schemes))
+        def prop(case):
+            count[0] += 1
+            want = matmul(case.qa, case.qb, accumulator=model, c=case.c)
+            got = backend_matmul(case.qa, case.qb, accumulator=model.name, c=case.c)
+            msg = first_mismatch(want, got)
+            if msg is not None:
+                last[0] = f"{msg}\n{case.describe()}"
+                raise AssertionError(last[0])
+
+        try:
+            prop()
+            results.append(MatmulPropertyResult(family, model.name, True, count[0]))
+        except AssertionError:
+            results.append(MatmulPropertyResult(family, model.name, False, count[0], last[0]))
+        except Exception as err:  # a backend error is a failure, not a crash of the suite
+            results.append(MatmulPropertyResult(family, model.name, False, count[0],
+                                                f"{type(err).__name__}: {err}"))
+    return results
+
+
+__all__ = [
+    "CANDIDATE_SCHEMES",
+    "FAMILIES",
+    "GENERATORS",
+    "MatmulCase",
+    "MatmulPropertyResult",
+    "check_matmul",
+    "first_mismatch",
+    "generate_case",
+    "k_unit",
+    "make_operand",
+    "matmul_cases",
+    "operand_from_values",
+    "schemes_for",
+]
