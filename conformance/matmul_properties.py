@@ -369,18 +369,23 @@ def first_mismatch(expected: np.ndarray, got) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class MatmulPropertyResult:
-    """Outcome of one property: ``passed`` over ``examples`` generated cases; on failure the
-    (shrunk) case and the first mismatch."""
+    """Outcome of one property over ``examples`` generated cases: ``status`` is ``"PASS"``,
+    ``"FAIL"`` (a result differs; ``failure`` holds the first mismatch and the shrunk case)
+    or ``"ERROR"`` (the backend raised; ``failure`` holds the exception)."""
 
     name: str
     accumulator: str
-    passed: bool
+    status: str
     examples: int
+    schemes: tuple[str, ...] = ()
     failure: str | None = None
 
+    @property
+    def passed(self) -> bool:
+        return self.status == "PASS"
+
     def __str__(self) -> str:
-        status = "PASS" if self.passed else "FAIL"
-        head = f"{status} matmul[{self.accumulator}] {self.name} ({self.examples} examples)"
+        head = f"{self.status} matmul[{self.accumulator}] {self.name} ({self.examples} examples)"
         return head if self.passed else f"{head}\n{self.failure}"
 
 
@@ -399,6 +404,7 @@ def check_matmul(backend_matmul: Callable, accumulator: "str | AccumulatorModel"
     from fp4spec.matmul_api import matmul
 
     model = get_accumulator(accumulator)
+    schemes = tuple(schemes or schemes_for(model))
     results = []
     for family in families:
         count = [0]
@@ -419,13 +425,31 @@ def check_matmul(backend_matmul: Callable, accumulator: "str | AccumulatorModel"
 
         try:
             prop()
-            results.append(MatmulPropertyResult(family, model.name, True, count[0]))
+            results.append(MatmulPropertyResult(family, model.name, "PASS", count[0], schemes))
         except AssertionError:
-            results.append(MatmulPropertyResult(family, model.name, False, count[0], last[0]))
-        except Exception as err:  # a backend error is a failure, not a crash of the suite
-            results.append(MatmulPropertyResult(family, model.name, False, count[0],
+            results.append(MatmulPropertyResult(family, model.name, "FAIL", count[0], schemes, last[0]))
+        except Exception as err:  # a backend error is reported, not a crash of the suite
+            results.append(MatmulPropertyResult(family, model.name, "ERROR", count[0], schemes,
                                                 f"{type(err).__name__}: {err}"))
     return results
+
+
+def to_report_rows(results: list[MatmulPropertyResult]) -> list:
+    """The results as rows of the conformance report
+    (:class:`fp4spec.conformance.report.PropertyResult`): property ``matmul/<family>``,
+    scheme the schemes drawn, rounding ``acc=<model>``."""
+    from .report import Counterexample, PropertyResult
+
+    rows = []
+    for r in results:
+        cx = None
+        if r.failure:
+            first, _, rest = r.failure.partition("\n")
+            cx = Counterexample(first, field="matmul", notes=[line.strip() for line in rest.splitlines() if line.strip()],
+                                context={"accumulator": r.accumulator})
+        rows.append(PropertyResult(f"matmul/{r.name}", ",".join(r.schemes), f"acc={r.accumulator}", r.status,
+                                   examples=r.examples, counterexample=cx))
+    return rows
 
 
 __all__ = [
@@ -442,4 +466,5 @@ __all__ = [
     "matmul_cases",
     "operand_from_values",
     "schemes_for",
+    "to_report_rows",
 ]

@@ -12,14 +12,14 @@ case index; every array little-endian):
 key                    dtype      shape         meaning
 =====================  =========  ============  =================================================
 ``format``             str        ()            ``"fp4spec-matmul-vectors"``
-``version``            int32      ()            layout version, 1
+``format_version``     int64      ()            layout version, 1
+``fp4spec_version``    str        ()            the version that computed the expected results
 ``op``                 str        ()            ``"matmul"``: D = A . B^T (+ c), A M x K, B N x K
 ``accumulator``        str        ()            the model name (:data:`fp4spec.accumulators`)
 ``model``              str        ()            the model's ``describe()`` line (its parameters)
-``scheme``             str        ()            scheme name of A and B (catalogue name)
-``block_size``         int32      ()            elements per block along K
+``scheme``             str        ()            scheme spec of A and B (``"nvfp4"``, ``"mxfp4:block_shape=16"``)
 ``level``, ``seed``    str/int64  ()            how the vectors were generated
-``n_cases``            int32      ()            number of cases
+``n_cases``            int64      ()            number of cases
 ``NNNN/family``        str        ()            the case family (:data:`.matmul_properties.FAMILIES`)
 ``NNNN/a_codes``       uint8      (M, K)        element codes of A (one code per byte, unpacked)
 ``NNNN/a_scales``      uint8      (M, K/block)  block-scale codes of A (E8M0 or UE4M3 bits)
@@ -48,12 +48,12 @@ import os
 import numpy as np
 
 from fp4spec.accumulators import AccumulatorModel, get_accumulator
-from fp4spec.block_schemes import get_scheme
+from fp4spec.backends.base import resolve_scheme, scheme_spec
 
 from .matmul_properties import FAMILIES, MatmulCase, first_mismatch, generate_case, make_operand, schemes_for
 
 FORMAT = "fp4spec-matmul-vectors"
-VERSION = 1
+FORMAT_VERSION = 1
 
 #: Cases per family and the largest M, N, K steps per level.
 LEVELS = {
@@ -80,16 +80,18 @@ def generate_matmul_vectors(scheme: str, accumulator: "str | AccumulatorModel", 
     if level not in LEVELS:
         raise ValueError(f"level: {level!r} is not one of {', '.join(map(repr, LEVELS))}")
     model = get_accumulator(accumulator)
-    sch = get_scheme(scheme)
-    if sch.name not in schemes_for(model) and scheme not in schemes_for(model):
+    sch = resolve_scheme(scheme)
+    if sch.name not in schemes_for(model):
         raise ValueError(f"scheme: {sch.name!r} is not taken by accumulator {model.name!r}; "
                          f"use one of {', '.join(schemes_for(model))}")
     lv = LEVELS[level]
     rng = np.random.default_rng(seed)
-    out = {"format": np.array(FORMAT), "version": np.int32(VERSION), "op": np.array("matmul"),
+    import fp4spec
+
+    out = {"format": np.array(FORMAT), "format_version": np.int64(FORMAT_VERSION),
+           "fp4spec_version": np.array(fp4spec.__version__), "op": np.array("matmul"),
            "accumulator": np.array(model.name), "model": np.array(model.describe()),
-           "scheme": np.array(sch.name), "block_size": np.int32(sch.block_size),
-           "level": np.array(level), "seed": np.int64(seed)}
+           "scheme": np.array(scheme_spec(sch)), "level": np.array(level), "seed": np.int64(seed)}
     i = 0
     for family in FAMILIES:
         for _ in range(lv["per_family"]):
@@ -99,7 +101,7 @@ def generate_matmul_vectors(scheme: str, accumulator: "str | AccumulatorModel", 
             d = matmul(case.qa, case.qb, accumulator=model, c=case.c)
             out.update(_case_arrays(i, case, d))
             i += 1
-    out["n_cases"] = np.int32(i)
+    out["n_cases"] = np.int64(i)
     return out
 
 
@@ -129,8 +131,8 @@ def load_matmul_vectors(path: "str | os.PathLike") -> dict:
     """Read vectors written by :func:`save_matmul_vectors` (checks ``format`` and ``version``)."""
     with np.load(path, allow_pickle=False) as f:
         vec = {k: f[k] for k in f.files}
-    if str(vec.get("format", "")) != FORMAT or int(vec.get("version", -1)) != VERSION:
-        raise ValueError(f"path: {os.fspath(path)!r} is not an {FORMAT} file of version {VERSION}")
+    if str(vec.get("format", "")) != FORMAT or int(vec.get("format_version", -1)) != FORMAT_VERSION:
+        raise ValueError(f"path: {os.fspath(path)!r} is not an {FORMAT} file of version {FORMAT_VERSION}")
     return vec
 
 
@@ -139,9 +141,7 @@ def vector_case(vec: dict, i: int) -> MatmulCase:
     n = int(vec["n_cases"])
     if not 0 <= i < n:
         raise ValueError(f"i: case {i} out of range 0..{n - 1}")
-    sch = get_scheme(str(vec["scheme"]))
-    if int(vec["block_size"]) != sch.block_size:
-        sch = get_scheme(sch, block_size=int(vec["block_size"]))
+    sch = resolve_scheme(str(vec["scheme"]))
 
     def op(p):
         gl = vec[_key(i, f"{p}_global")]
@@ -228,7 +228,7 @@ __all__ = [
     "FORMAT",
     "LEVELS",
     "MatmulVectorReport",
-    "VERSION",
+    "FORMAT_VERSION",
     "check_matmul_vectors",
     "generate_matmul_vectors",
     "load_matmul_vectors",
