@@ -120,13 +120,98 @@ def _as_matrix(x, axis):
     raise NotImplementedError("axis: the last axis, or axis 0 of a 2-D tensor (columnwise)")
 
 
+#: Fast-path tiles (tuned on the H200, benchmarks/NOTES-triton.md): blocks per program and
+#: warps for the rowwise kernel, columns per program and warps for the columnwise kernel.
+#: Rowwise: structure -> (variant, blocks per program, warps); "rows" is one block per
+#: thread, "rows2d" a [blocks, K/4] tile of 64-bit words (bf16, E2M1, RNE only).
+ROWS_CFG = {"two_level": ("rows", 512, 8), "mx": ("rows2d", 256, 8)}
+COLS_BC, COLS_WARPS, COLS_BANDS = 512, 2, 8
+#: Dequantize: elements per program (blocks = DQ_ELEMS / k) and warps.
+DQ_ELEMS, DQ_WARPS = 16384, 8
+
+
+@lru_cache(maxsize=None)
+def _consts(rcp_max, sr_scale, device):
+    import torch
+
+    ts = torch.zeros(4 + 128, dtype=torch.float32, device=device)
+    ts[2] = rcp_max
+    ts[3] = sr_scale
+    return ts
+
+
+def _fast_ok(sch, rounding):
+    return sch.element.name == "e2m1" and rounding == "rne" and sch.block_size % 16 == 0
+
+
+def philox_rbits(seed, shape, sr_bits: int = 8) -> np.ndarray:
+    """The random bits the triton kernels draw on the device for ``rounding="sr"`` with a
+    ``seed`` (no rbits), replayed on the CPU: uint32 integers in [0, 2^sr_bits) of ``shape``.
+
+    Definition (Triton's ``tl.randint4x``, Philox4x32-10): element ``i`` of the flat
+    row-major tensor gets word ``i % 4`` of ``philox(counter=(g mod 2^32, g >> 32, 0, 0),
+    key=(seed mod 2^32, seed >> 32))`` with ``g = i // 4``, shifted right by ``32 - sr_bits``
+    (its top bits). The element order is the input tensor's, whatever the quantized axis.
+    """
+    sr_bits = int(sr_bits)
+    if not 1 <= sr_bits <= 24:
+        raise ValueError(f"sr_bits: {sr_bits} (1..24)")
+    n = int(np.prod(shape, dtype=np.int64))
+    c0, c1, c2, c3 = philox4x32(np.arange(-(-n // 4), dtype=np.uint64), seed)
+    words = np.stack([c0, c1, c2, c3], axis=-1).reshape(-1)[:n]
+    return (words >> np.uint64(32 - sr_bits)).astype(np.uint32).reshape(shape)
+
+
+def philox4x32(counter, seed, rounds: int = 10):
+    """Philox4x32-10 of counters (c0, c1, 0, 0) = (low, high 32 bits of ``counter``) under the
+    key (seed low, seed high), as Triton's ``tl.randint4x``: four uint64 arrays of 32-bit words."""
+    g = np.asarray(counter, dtype=np.uint64)
+    M32 = np.uint64(0xFFFFFFFF)
+    c0 = g & M32
+    c1 = g >> np.uint64(32)
+    c2 = np.zeros_like(g)
+    c3 = np.zeros_like(g)
+    seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+    k0, k1 = seed & 0xFFFFFFFF, seed >> 32
+    A, B = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+    for _ in range(rounds):
+        p0 = A * c0  # < 2^64: exact in uint64
+        p2 = B * c2
+        n0 = (p2 >> np.uint64(32)) ^ c1 ^ np.uint64(k0)
+        n2 = (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1)
+        c1, c3 = p2 & M32, p0 & M32
+        c0, c2 = n0, n2
+        k0 = (k0 + 0x9E3779B9) & 0xFFFFFFFF
+        k1 = (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    return c0, c1, c2, c3
+
+
+def _scale_out(rows, cols, dev, layout):
+    import torch
+    from fp4spec.layouts import blocked_shape
+
+    if layout == "plain":
+        return torch.empty((rows, cols), dtype=torch.uint8, device=dev), 0
+    if layout != "cublas":
+        raise ValueError(f"scale_layout: {layout!r} is not 'plain' or 'cublas'")
+    rp, cp = blocked_shape(rows, cols)
+    alloc = torch.zeros if (rp, cp) != (rows, cols) else torch.empty  # padding: zero bytes
+    return alloc(rp * cp, dtype=torch.uint8, device=dev), cp
+
+
 def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, s_enc_dec=None,
-                    BM=None, BN=None, num_warps=None):
+                    seed=None, scale_layout="plain", BM=None, BN=None, num_warps=None, variant=None):
     """Quantize a torch tensor on its device.
 
-    Returns a dict: ``packed`` (uint8, (M, N/2)), ``scales`` (uint8, (M, N/k)), ``global_scale``
-    (0-d float32 S_dec or None), ``scheme``; M x N is the logical matrix (rows: everything but
-    the quantized axis; columnwise: x transposed).
+    Returns a dict: ``packed`` (uint8, (M, N/2)), ``scales`` (uint8, (M, N/k); with
+    ``scale_layout="cublas"`` the 1-D cuBLAS 128x4 blocked buffer, equal to
+    ``fp4spec.to_blocked`` of the plain scales, zero padding), ``global_scale`` (0-d float32
+    S_dec or None), ``scheme``; M x N is the logical matrix (rows: everything but the
+    quantized axis; columnwise: x transposed).
+
+    ``rounding="sr"`` takes ``rbits`` or a ``seed``: with a seed the bits are drawn on the
+    device by Philox (:func:`philox_rbits` replays them). ``variant``: ``None`` (fast paths
+    where they apply), ``"v1"`` (the generic tile kernel), ``"rows"``/``"rows2d"``.
     """
     import torch
     from . import triton_kernels as tk
@@ -142,54 +227,113 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     if N % K or M % R:
         raise ValueError(f"x: the {M} x {N} matrix is not a whole number of {sch.block_shape} blocks")
     dev = x.device
-    BM = BM or DEFAULT_BM
-    BN = BN or DEFAULT_BN
-    BN = max(K, min(BN, triton.next_power_of_2(N)))
-    BM = max(R, min(BM, triton.next_power_of_2(M)))
     thr, dthr, mags, _ = _tables(sch.element.name, str(dev))
-    ts = torch.zeros(4, dtype=torch.float32, device=dev)
-    ts[2] = tb.f32(np.float32(1.0) / np.float32(sch.max_elem))
-    ts[3] = float(1 << int(sr_bits))
+    # ts: [S_enc, S_dec, fp32(1/max_elem), 2^sr_bits, 128 TE element multipliers per scale code]
+    ts = _consts(float(tb.f32(np.float32(1.0) / np.float32(sch.max_elem))), float(1 << int(sr_bits)), str(dev)).clone()
     g = None
     if sch.structure == "two_level":
         if s_enc_dec is None:
             s_enc, s_dec = tb.tensor_scale(global_amax(x2, M, N, sxm, sxn), sch)
         else:
             s_enc, s_dec = s_enc_dec
-        ts[0] = s_enc
-        ts[1] = s_dec
+        ts[0:2] = torch.stack((torch.as_tensor(s_enc, device=dev).reshape(()), torch.as_tensor(s_dec, device=dev).reshape(())))
         g = ts[1]
-    packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
-    scales = torch.empty((M, N // K), dtype=torch.uint8, device=dev)
-    if rounding == "sr":
-        if rbits is None:
-            raise ValueError("rbits: rounding='sr' needs explicit random bits (Philox draws are not implemented)")
-        rb = tb.as_torch(rbits, dev)
-        if rb.dtype not in (torch.int32, torch.uint32):
-            rb = rb.to(torch.int64)
-        rb = rb.expand(x.shape).to(torch.int32)
-        r2, _, _, srm, srn = _as_matrix(rb, axis)
-    else:
-        r2, srm, srn = x2, 0, 0
+        tk.mult_table_kernel[(1,)](ts, ts[4:], num_warps=1)
     pol = sch.policies
     mx = sch.structure == "mx"
     scaling = 0
     if mx and pol["mx_element_scaling"] != "exact":
         scaling = 2 if sch.scale_rule == "rceil" else 1
-    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
     bf16 = x2.dtype == torch.bfloat16
-    tk.quantize_kernel[grid](
-        x2.view(torch.int16) if bf16 else x2, packed, scales, r2, thr, dthr, mags, ts, M, N, sxm, sxn, packed.stride(0), scales.stride(0), srm, srn,
-        BM=BM, BN=BN, K=K, TILE_R=R, MX=mx, RULE=MX_RULES.get(sch.scale_rule, 0),
-        EMAX=sch.element.emax if mx else 0, NAN_INF=mx and pol["mx_nonfinite_block"] == "nan_scale",
-        SCALING=scaling, NTHR=int(thr.numel()), SR=rounding == "sr", INT4=sch.element.name == "int4_sym",
-        NEGZERO=bool(sch.element.has_negative_zero),
-        ZERO_POS=(not mx) and pol["nv_negative_zero"] == "positive", BF16=bf16,
-        num_warps=num_warps or DEFAULT_WARPS)
+    flags = dict(MX=mx, RULE=MX_RULES.get(sch.scale_rule, 0), EMAX=sch.element.emax if mx else 0,
+                 NAN_INF=mx and pol["mx_nonfinite_block"] == "nan_scale", SCALING=scaling)
+    eflags = dict(NTHR=int(thr.numel()), INT4=sch.element.name == "int4_sym",
+                  NEGZERO=bool(sch.element.has_negative_zero),
+                  ZERO_POS=(not mx) and pol["nv_negative_zero"] == "positive")
+    sr_mode = 0
+    seed_v = 0
+    if rounding == "sr":
+        if rbits is None and seed is None:
+            raise ValueError("rounding='sr' needs rbits (explicit random bits) or seed (Philox on the device)")
+        sr_mode = 1 if rbits is not None else 2
+        seed_v = 0 if seed is None else int(seed)
+    elif seed is not None or rbits is not None:
+        raise ValueError("rbits, seed: only used with rounding='sr'")
+    rowwise = sxn == 1 and sxm == N
+    fast_shape = R == 1 and K % 16 == 0
+    use = variant
+    cfg_v, cfg_br, cfg_w = ROWS_CFG[sch.structure]
+    if use is None:
+        if fast_shape and rowwise:
+            use = cfg_v if (cfg_v == "rows" or (bf16 and _fast_ok(sch, rounding))) else "rows"
+        elif fast_shape and sxm == 1 and x2.dim() == 2 and (sr_mode != 2 or (M % 4 == 0)):
+            use = "cols"
+        else:
+            use = "v1"
+    if use == "v1" and sr_mode == 2:
+        raise NotImplementedError("Philox-drawn bits: rowwise or columnwise 1 x k blocks only")
+    if use == "v1" and scale_layout != "plain":
+        raise NotImplementedError("scale_layout='cublas': rowwise or columnwise 1 x k blocks only")
+    packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
+    scales, cpad = _scale_out(M, N // K, dev, scale_layout)
+    cublas = scale_layout == "cublas"
+    rb = None
+    if sr_mode == 1:
+        rb = tb.as_torch(rbits, dev)
+        if rb.dtype not in (torch.int32, torch.uint32):
+            rb = rb.to(torch.int64)
+        rb = rb.expand(x.shape).to(torch.int32)
+    if use in ("rows", "rows2d"):
+        nblk = M * N // K
+        br = BM or cfg_br
+        xin = x2.view(torch.int64) if bf16 else x2
+        if use == "rows2d":
+            if not (bf16 and _fast_ok(sch, rounding)):
+                raise NotImplementedError("rows2d: bf16, E2M1, RNE")
+            tk.quantize_rows2d_kernel[(triton.cdiv(nblk, br),)](
+                xin, packed.view(torch.int16), scales, ts, nblk, N // K, cpad, BR=br, K=K, CUBLAS=cublas,
+                num_warps=num_warps or cfg_w, **flags)
+        else:
+            r_in = rb.reshape(-1) if rb is not None else ts
+            tk.quantize_rows_kernel[(triton.cdiv(nblk, br),)](
+                xin, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts, nblk, N // K, cpad, seed_v,
+                BR=br, K=K, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
+                CUBLAS=cublas, num_warps=num_warps or cfg_w, **flags, **eflags)
+    elif use == "cols":
+        # logical (M, N) = x2^T: x2 is (N, M) with row stride sxn
+        bc = BN or COLS_BC
+        if sr_mode == 2 and (M % 4 or bc % 4):
+            raise NotImplementedError("Philox columnwise: the number of columns must be a multiple of 4")
+        r_in, srr = ts, 0
+        if rb is not None:
+            r2 = rb if rb.stride(1) == 1 else rb.contiguous()
+            r_in, srr = r2, r2.stride(0)
+        nbands = min(COLS_BANDS if BM is None else BM, N // K)
+        grid = (triton.cdiv(M, bc), triton.cdiv(N // K, nbands))
+        tk.quantize_cols_kernel[grid](
+            x2.view(torch.int16) if bf16 else x2, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts,
+            N, M, sxn, srr, N // 16, N // K, cpad, seed_v,
+            BC=bc, K=K, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
+            CUBLAS=cublas, NBANDS=nbands, num_warps=num_warps or COLS_WARPS, **flags, **eflags)
+    else:
+        BM = BM or DEFAULT_BM
+        BN = BN or DEFAULT_BN
+        BN = max(K, min(BN, triton.next_power_of_2(N)))
+        BM = max(R, min(BM, triton.next_power_of_2(M)))
+        if rb is not None:
+            r2, _, _, srm, srn = _as_matrix(rb, axis)
+        else:
+            r2, srm, srn = x2, 0, 0
+        grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+        tk.quantize_kernel[grid](
+            x2.view(torch.int16) if bf16 else x2, packed, scales, r2, thr, dthr, mags, ts, M, N, sxm, sxn,
+            packed.stride(0), scales.stride(0), srm, srn,
+            BM=BM, BN=BN, K=K, TILE_R=R, SR=rounding == "sr", BF16=bf16,
+            num_warps=num_warps or DEFAULT_WARPS, **flags, **eflags)
     return {"packed": packed, "scales": scales, "global_scale": g, "scheme": sch}
 
 
-def dequantize_packed(packed, scales, global_scale, scheme, *, BM=32, BN=128, num_warps=4):
+def dequantize_packed(packed, scales, global_scale, scheme, *, BM=None, BN=128, num_warps=None, variant=None):
     """float32 (M, N) from packed codes (M, N/2) and scale codes (M, N/k) on one device."""
     import torch
     from . import triton_kernels as tk
@@ -203,11 +347,20 @@ def dequantize_packed(packed, scales, global_scale, scheme, *, BM=32, BN=128, nu
     if global_scale is not None:
         g[0] = global_scale if isinstance(global_scale, torch.Tensor) else tb.f32(global_scale)
     out = torch.empty((M, N), dtype=torch.float32, device=dev)
+    mx = sch.structure == "mx"
+    if variant != "v1" and K % 16 == 0 and packed.is_contiguous() and scales.is_contiguous():
+        nblk = M * N // K
+        br = BM or max(1, DQ_ELEMS // K)
+        tk.dequantize_rows_kernel[(triton.cdiv(nblk, br),)](
+            packed.view(torch.int32), scales, vals, g, out, nblk, BR=br, K=K, MX=mx,
+            FAST=sch.element.name == "e2m1", num_warps=num_warps or DQ_WARPS)
+        return out
+    BM = BM or 32
     BN = max(K, min(BN, triton.next_power_of_2(N)))
     BM = min(BM, triton.next_power_of_2(M))
     grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
     tk.dequantize_kernel[grid](packed, scales, vals, g, out, M, N, packed.stride(0), scales.stride(0),
-                               out.stride(0), BM=BM, BN=BN, K=K, MX=sch.structure == "mx", num_warps=num_warps)
+                               out.stride(0), BM=BM, BN=BN, K=K, MX=mx, num_warps=num_warps or 4)
     return out
 
 
@@ -300,4 +453,5 @@ class TritonBackend(Backend):
         return pack(np.asarray(codes), order="lo_first", axis=-1)
 
 
-__all__ = ["TritonBackend", "availability", "dequantize_packed", "quantize_packed", "unpack_lo_first"]
+__all__ = ["TritonBackend", "availability", "dequantize_packed", "philox4x32", "philox_rbits", "quantize_packed",
+           "unpack_lo_first"]

@@ -248,3 +248,423 @@ def dequantize_kernel(q_ptr, s_ptr, vals_ptr, g_ptr, out_ptr, M, N, sqm, ssm, so
     rn = pid_n * BN + tl.arange(0, BN)
     tl.store(out_ptr + rm64[:, None] * som + rn[None, :], tl.reshape(out, (BM, BN)),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fast paths (v2): one scale block per tile row, groups of four elements per 64-bit word.
+# ---------------------------------------------------------------------------------------------
+#
+# Rowwise, the tensor is a list of blocks: block b holds elements [b*K, (b+1)*K) of the flat
+# row-major tensor, and its K elements are G = K/4 groups of four. A bf16 group is one int64
+# word (little endian: element 4q+t is bits [16t, 16t+16)), so a block is read with 64-bit
+# loads, the amax is a plain reduction over the block's groups, and the four codes of a group
+# make one 16-bit output word (first element in the lowest nibble) with no data exchange
+# between threads. The same group numbering is Philox's counter (one Philox4x32-10 call gives
+# the four random words of a group).
+
+
+@triton.jit
+def _bf16_group(w):
+    """The four float32 values of a bf16 group held in an int64 word (widened exactly)."""
+    lo = w.to(tl.int32)
+    hi = (w >> 32).to(tl.int32)
+    e0 = (lo << 16).to(tl.float32, bitcast=True)
+    e1 = (lo & -65536).to(tl.float32, bitcast=True)
+    e2 = (hi << 16).to(tl.float32, bitcast=True)
+    e3 = (hi & -65536).to(tl.float32, bitcast=True)
+    return e0, e1, e2, e3
+
+
+@triton.jit
+def _load_group(x_ptr, g, mask, IN_BF16: tl.constexpr):
+    """Group g (int64 index) of the flat input as four float32 tensors."""
+    if IN_BF16:
+        w = tl.load(x_ptr + g, mask=mask, other=0)
+        e0, e1, e2, e3 = _bf16_group(w)
+    else:
+        p = x_ptr + g * 4
+        e0 = tl.load(p, mask=mask, other=0.0).to(tl.float32)
+        e1 = tl.load(p + 1, mask=mask, other=0.0).to(tl.float32)
+        e2 = tl.load(p + 2, mask=mask, other=0.0).to(tl.float32)
+        e3 = tl.load(p + 3, mask=mask, other=0.0).to(tl.float32)
+    return e0, e1, e2, e3
+
+
+@triton.jit
+def _absmax4(m, e0, e1, e2, e3):
+    """Running max of |e| with NaN propagation (a block holding a NaN has a NaN amax)."""
+    m = tl.maximum(m, tl.abs(e0), propagate_nan=tl.PropagateNan.ALL)
+    m = tl.maximum(m, tl.abs(e1), propagate_nan=tl.PropagateNan.ALL)
+    m = tl.maximum(m, tl.abs(e2), propagate_nan=tl.PropagateNan.ALL)
+    m = tl.maximum(m, tl.abs(e3), propagate_nan=tl.PropagateNan.ALL)
+    return m
+
+
+@triton.jit
+def mult_table_kernel(ts_ptr, out_ptr):
+    """TE element multipliers of the 128 UE4M3 scale codes: fp32 min(1 / fp32(value(c) * S_dec),
+    FLT_MAX) (div_rn), so the quantize kernels look them up instead of dividing per block."""
+    c = tl.arange(0, 128)
+    den = _ue4m3_value(c) * tl.load(ts_ptr + 1)
+    me = tl.math.div_rn(tl.full(den.shape, 1.0, tl.float32), den)
+    tl.store(out_ptr + c, tl.where(me > 3.4028234663852886e38, 3.4028234663852886e38, me))
+
+
+@triton.jit
+def _block_scale(vm, ts_ptr, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
+                 NAN_INF: tl.constexpr, SCALING: tl.constexpr):
+    """(scale code int32, element multiplier float32, nan-scale mask) of blocks with amax vm.
+
+    vm is the float32 amax (a NaN of any payload for a block holding a NaN)."""
+    if MX:
+        vmb = vm.to(tl.int32, bitcast=True) & 0x7FFFFFFF
+        vmb = tl.where(vm != vm, 0x7FC00000, vmb)
+        if NAN_INF:
+            nan_scale = vmb >= 0x7F800000
+        else:
+            nan_scale = vmb > 0x7F800000
+        ab = tl.where(nan_scale, 0x3F800000, vmb)
+        zero = ab == 0
+        safe = tl.where(zero, 0x3F800000, ab)
+        if RULE == 0:
+            e = _floor_log2(safe) - EMAX
+        elif RULE == 1:
+            e = _floor_log2(safe) + (~_is_pow2(safe)).to(tl.int32) - EMAX
+        elif RULE == 2:
+            e = (((safe + (1 << (22 - 1))) & 0x7F800000) >> 23) - 127 - EMAX
+        else:
+            d = ab.to(tl.float32, bitcast=True) * tl.load(ts_ptr + 2)
+            db = d.to(tl.int32, bitcast=True)
+            dz = db == 0
+            dinf = db == 0x7F800000
+            dsafe = tl.where(dz | dinf, 0x3F800000, db)
+            e = _floor_log2(dsafe) + (~_is_pow2(dsafe)).to(tl.int32)
+            e = tl.where(dinf, 127, e)
+            zero = zero | dz
+        e = tl.where(zero, -127, e)
+        e = tl.minimum(tl.maximum(e, -127), 127)
+        scode = tl.where(nan_scale, 255, e + 127)
+        if SCALING == 0:
+            shift = -e
+        elif SCALING == 2:
+            shift = tl.where(e == -127, 0, -e)
+        else:
+            shift = -tl.maximum(e, -126)
+        mult = tl.where(nan_scale, 0.0, _pow2(shift))
+    else:
+        mult_b = tl.load(ts_ptr) * tl.load(ts_ptr + 2)
+        s = vm * mult_b
+        # min(min(s, FLT_MAX), 448) in one step (Inf > 448; NaN passes through)
+        s = tl.where(s > 448.0, 448.0, s)
+        scode = _ue4m3_rne(s)
+        mult = tl.load(ts_ptr + 4 + scode)  # mult_table_kernel's entry (ts[4:132])
+        nan_scale = scode == 0x7F
+    return scode, mult, nan_scale
+
+
+@triton.jit
+def _e2m1_rne(y, MX: tl.constexpr):
+    """E2M1 code of float32 y, RNE, saturating, NaN -> 0, -0 kept (MX) or made +0 (two-level).
+
+    Magnitude: with a = min(|y|, 6) (NaN -> 0), the three roundings of a to the grids of step
+    1/2, 1 and 2 by one float32 addition each, r_k = RNE(a / 2^(k-1)), give the codes
+    c1 = r_1, c2 = r_2 + 2, c3 = r_3 + 4; each is exact on its binade ([0, 2), [2, 4),
+    [4, 6]) and never below the right code elsewhere, so the code is min(c1, c2, c3)."""
+    a = tl.minimum(tl.maximum(tl.abs(y), 0.0), 6.0)
+    c1 = (a + 4194304.0).to(tl.int32, bitcast=True) - 0x4A800000
+    c2 = (a + 8388608.0).to(tl.int32, bitcast=True) - (0x4B000000 - 2)
+    c3 = (a + 16777216.0).to(tl.int32, bitcast=True) - (0x4B800000 - 4)
+    c = tl.minimum(tl.minimum(c1, c2), c3)
+    if MX:
+        neg = (y.to(tl.int32, bitcast=True) < 0) & (y == y)
+    else:
+        neg = y < 0.0
+    return c | tl.where(neg, 8, 0)
+
+
+@triton.jit
+def _code(y, r, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST: tl.constexpr, MX: tl.constexpr,
+          NTHR: tl.constexpr, SR: tl.constexpr, INT4: tl.constexpr, NEGZERO: tl.constexpr,
+          ZERO_POS: tl.constexpr):
+    if FAST:
+        return _e2m1_rne(y, MX)
+    else:
+        return _element_codes(y, r, thr_ptr, dthr_ptr, mags_ptr, sr_scale, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+
+
+@triton.jit
+def _rbits4(r_ptr, seed, g, mask, SR: tl.constexpr, SR_BITS: tl.constexpr):
+    """Random bits (as float32) of the four elements of group g: given (int32 tensor), or
+    Philox4x32-10 (tl.randint4x with counter g): the top SR_BITS bits of each 32-bit word."""
+    if SR == 1:
+        p = r_ptr + g * 4
+        r0 = tl.load(p, mask=mask, other=0).to(tl.float32)
+        r1 = tl.load(p + 1, mask=mask, other=0).to(tl.float32)
+        r2 = tl.load(p + 2, mask=mask, other=0).to(tl.float32)
+        r3 = tl.load(p + 3, mask=mask, other=0).to(tl.float32)
+    else:
+        u0, u1, u2, u3 = tl.randint4x(seed, g)
+        r0 = (u0.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
+        r1 = (u1.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
+        r2 = (u2.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
+        r3 = (u3.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
+    return r0, r1, r2, r3
+
+
+@triton.jit
+def _cublas_offset(r, c, CPAD):
+    """Byte offset of scale (r, c) in the cuBLAS 128x4 blocked layout (fp4spec.layouts)."""
+    return ((r // 128) * (CPAD // 4) + (c // 4)) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + (c % 4)
+
+
+@triton.jit
+def _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS: tl.constexpr):
+    """Scale code of block blk (row-major index over (rows, NSC) scale columns)."""
+    if CUBLAS:
+        off = _cublas_offset(blk // NSC, blk % NSC, CPAD)
+    else:
+        off = blk
+    tl.store(s_ptr + off, scode.to(tl.uint8), mask=mask)
+
+
+@triton.jit
+def quantize_rows_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, NBLK, NSC, CPAD, seed,
+                         BR: tl.constexpr, K: tl.constexpr, FAST: tl.constexpr,
+                         MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
+                         SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
+                         INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
+                         IN_BF16: tl.constexpr, CUBLAS: tl.constexpr):
+    """Rowwise quantization of BR consecutive 1 x K blocks of a contiguous tensor, one block
+    per thread (its K/4 groups are read twice: amax, then codes; the second read hits L1).
+
+    x_ptr: int64 words (bf16) or the elements; q_ptr: int64 words of packed codes (K/16 per
+    block); s_ptr: uint8 scale codes (row-major, or the cuBLAS layout with CPAD padded
+    columns); SR 0: RNE, 1: given int32 bits at r_ptr, 2: Philox from seed."""
+    G: tl.constexpr = K // 4
+    pid = tl.program_id(0)
+    blk = pid.to(tl.int64) * BR + tl.arange(0, BR)
+    mask = blk < NBLK
+    vm = tl.zeros((BR,), tl.float32)
+    for q in tl.static_range(G):
+        e0, e1, e2, e3 = _load_group(x_ptr, blk * G + q, mask, IN_BF16)
+        vm = _absmax4(vm, e0, e1, e2, e3)
+    scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
+    if SR != 0:
+        sr_scale = tl.load(ts_ptr + 3)
+    else:
+        sr_scale = 0.0
+    keep = tl.where(nan_scale, 0, -1)
+    for h in tl.static_range(K // 16):
+        half = tl.zeros((BR,), tl.int32)
+        word = tl.zeros((BR,), tl.int64)
+        for qq in tl.static_range(4):
+            g = blk * G + (h * 4 + qq)
+            e0, e1, e2, e3 = _load_group(x_ptr, g, mask, IN_BF16)
+            if SR != 0:
+                r0, r1, r2, r3 = _rbits4(r_ptr, seed, g, mask, SR, SR_BITS)
+            else:
+                r0 = e0
+                r1 = e1
+                r2 = e2
+                r3 = e3
+            c0 = _code(e0 * mult, r0, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO, ZERO_POS)
+            c1 = _code(e1 * mult, r1, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO, ZERO_POS)
+            c2 = _code(e2 * mult, r2, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO, ZERO_POS)
+            c3 = _code(e3 * mult, r3, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO, ZERO_POS)
+            p = c0 | (c1 << 4) | (c2 << 8) | (c3 << 12)
+            if qq % 2 == 0:
+                half = p
+            else:
+                half = half | (p << 16)
+                if FAST and not MX:
+                    half = half & keep  # two-level: a NaN multiplier (scale 0x7F) gives code 0
+                if qq == 1:
+                    word = half.to(tl.uint32).to(tl.int64)
+                else:
+                    word = word | (half.to(tl.uint32).to(tl.int64) << 32)
+        tl.store(q_ptr + blk * (K // 16) + h, word, mask=mask)
+    _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
+
+
+@triton.jit
+def quantize_rows2d_kernel(x_ptr, q_ptr, s_ptr, ts_ptr, NBLK, NSC, CPAD,
+                           BR: tl.constexpr, K: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
+                           EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
+                           CUBLAS: tl.constexpr):
+    """Variant of :func:`quantize_rows_kernel` (bf16, E2M1, RNE) on a [BR, K/4] tile of int64
+    words: a block's groups are spread over a few threads (the amax is a row reduction), each
+    group's four codes are one 16-bit output word."""
+    G: tl.constexpr = K // 4
+    pid = tl.program_id(0)
+    blk = pid.to(tl.int64) * BR + tl.arange(0, BR)
+    mask = blk < NBLK
+    gq = tl.arange(0, G)
+    offs = blk[:, None] * G + gq[None, :]
+    w = tl.load(x_ptr + offs, mask=mask[:, None], other=0)
+    e0, e1, e2, e3 = _bf16_group(w)
+    m = tl.maximum(tl.maximum(tl.abs(e0), tl.abs(e1), propagate_nan=tl.PropagateNan.ALL),
+                   tl.maximum(tl.abs(e2), tl.abs(e3), propagate_nan=tl.PropagateNan.ALL),
+                   propagate_nan=tl.PropagateNan.ALL)
+    vm = tl.max(m.to(tl.int32, bitcast=True) & 0x7FFFFFFF, axis=1).to(tl.float32, bitcast=True)
+    scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
+    mb = mult[:, None]
+    c0 = _e2m1_rne(e0 * mb, MX)
+    c1 = _e2m1_rne(e1 * mb, MX)
+    c2 = _e2m1_rne(e2 * mb, MX)
+    c3 = _e2m1_rne(e3 * mb, MX)
+    p = c0 | (c1 << 4) | (c2 << 8) | (c3 << 12)
+    if not MX:
+        p = tl.where(nan_scale[:, None], 0, p)
+    tl.store(q_ptr + offs, p.to(tl.int16), mask=mask[:, None])
+    _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
+
+
+@triton.jit
+def _e2m1_value_bits(c):
+    """float32 bit pattern of E2M1 code c (int32 in [0, 15]): m >= 2 -> (m + 252) << 22
+    (exponent (m >> 1) + 126, mantissa bit m & 1), m = 1 -> 0.5, m = 0 -> 0; sign bit 3 -> 31."""
+    m = c & 7
+    mag = tl.where(m >= 2, (m + 252) << 22, m * 0x3F000000)
+    return mag | ((c & 8) << 28)
+
+
+@triton.jit
+def _dq_value(c, vals_ptr, FAST: tl.constexpr):
+    if FAST:
+        return _e2m1_value_bits(c).to(tl.float32, bitcast=True)
+    else:
+        return tl.load(vals_ptr + c)
+
+
+@triton.jit
+def dequantize_rows_kernel(q_ptr, s_ptr, vals_ptr, g_ptr, out_ptr, NBLK,
+                           BR: tl.constexpr, K: tl.constexpr, MX: tl.constexpr, FAST: tl.constexpr):
+    """float32 values of BR blocks: q_ptr int32 words of packed codes (8 codes each, first in
+    the low nibble), s_ptr uint8 scale codes (one per block); as :func:`dequantize_kernel`."""
+    W: tl.constexpr = K // 8
+    pid = tl.program_id(0)
+    blk = pid.to(tl.int64) * BR + tl.arange(0, BR)
+    mask = blk < NBLK
+    w = tl.load(q_ptr + blk[:, None] * W + tl.arange(0, W)[None, :], mask=mask[:, None], other=0)
+    sc = tl.load(s_ptr + blk, mask=mask, other=0).to(tl.int32)
+    if MX:
+        sv = tl.where(sc == 255, float("nan"), _pow2(sc - 127))
+    else:
+        sv = _ue4m3_value(sc)
+    svb = sv[:, None]
+    if MX:
+        g = 1.0
+    else:
+        g = tl.load(g_ptr)
+    v0 = (_dq_value(w & 15, vals_ptr, FAST) * svb) * g
+    v1 = (_dq_value((w >> 4) & 15, vals_ptr, FAST) * svb) * g
+    v2 = (_dq_value((w >> 8) & 15, vals_ptr, FAST) * svb) * g
+    v3 = (_dq_value((w >> 12) & 15, vals_ptr, FAST) * svb) * g
+    v4 = (_dq_value((w >> 16) & 15, vals_ptr, FAST) * svb) * g
+    v5 = (_dq_value((w >> 20) & 15, vals_ptr, FAST) * svb) * g
+    v6 = (_dq_value((w >> 24) & 15, vals_ptr, FAST) * svb) * g
+    v7 = (_dq_value((w >> 28) & 15, vals_ptr, FAST) * svb) * g
+    # tl.join appends the new axis last: the leaves go in bit-reversed order
+    v = tl.join(tl.join(tl.join(v0, v4), tl.join(v2, v6)), tl.join(tl.join(v1, v5), tl.join(v3, v7)))
+    v = tl.reshape(v, (BR, K))
+    tl.store(out_ptr + blk[:, None] * K + tl.arange(0, K)[None, :], v, mask=mask[:, None])
+
+
+@triton.jit
+def _load_rows(x_ptr, offs, mask, IN_BF16: tl.constexpr):
+    if IN_BF16:
+        v = tl.load(x_ptr + offs, mask=mask, other=0).to(tl.int32)
+        return (v << 16).to(tl.float32, bitcast=True)
+    return tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _abs_bits(v):
+    return v.to(tl.int32, bitcast=True) & 0x7FFFFFFF
+
+
+@triton.jit
+def _philox_tile(seed, ridx, c0, NCOL, BC: tl.constexpr, SR_BITS: tl.constexpr):
+    """Philox bits (float32) of x[ridx, c0 + j] for a [R, BC] tile (c0, BC and NCOL multiples
+    of 4): word (c % 4) of the group (ridx * NCOL + c) // 4, as :func:`_rbits4` rowwise."""
+    c4 = c0 + 4 * tl.arange(0, BC // 4)
+    g = (ridx.to(tl.int64)[:, None] * NCOL + c4.to(tl.int64)[None, :]) // 4
+    u0, u1, u2, u3 = tl.randint4x(seed, g)
+    u = tl.reshape(tl.join(tl.join(u0, u2), tl.join(u1, u3)), (ridx.shape[0], BC))  # new axes last
+    return (u.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
+
+
+@triton.jit
+def quantize_cols_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr,
+                         NROW, NCOL, sxr, srr, QW, NSC, CPAD, seed,
+                         BC: tl.constexpr, K: tl.constexpr, FAST: tl.constexpr,
+                         MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
+                         SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
+                         INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
+                         IN_BF16: tl.constexpr, CUBLAS: tl.constexpr, NBANDS: tl.constexpr = 1):
+    """Columnwise quantization (of x^T) without a transpose: the program reads K rows x BC
+    columns of x (even and odd rows as two [K/2, BC] tiles, coalesced along the columns); a
+    column of the tile is one block. Code pairs are (row 2i, row 2i+1), packed into int64
+    words per column (q_ptr: int64 view of the (NCOL, NROW/2) packed output, QW words a row).
+    A program does NBANDS consecutive bands of K rows, so that its stores to a column's
+    output row are contiguous (whole 32-byte sectors, no partial writes left to merge).
+    """
+    for band in range(NBANDS):
+        _quantize_cols_band(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr,
+                            NROW, NCOL, sxr, srr, QW, NSC, CPAD, seed, tl.program_id(0),
+                            tl.program_id(1) * NBANDS + band,
+                            BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS, INT4, NEGZERO,
+                            ZERO_POS, IN_BF16, CUBLAS)
+
+
+@triton.jit
+def _quantize_cols_band(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr,
+                        NROW, NCOL, sxr, srr, QW, NSC, CPAD, seed, pid_c, pid_r,
+                        BC: tl.constexpr, K: tl.constexpr, FAST: tl.constexpr,
+                        MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
+                        SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
+                        INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
+                        IN_BF16: tl.constexpr, CUBLAS: tl.constexpr):
+    H: tl.constexpr = K // 2
+    c = pid_c * BC + tl.arange(0, BC)
+    i = tl.arange(0, H)
+    re = pid_r * K + 2 * i
+    cmask = c < NCOL
+    bmask = cmask & ((c * 0 + pid_r * K) < NROW)
+    m2 = cmask[None, :] & (re[:, None] < NROW)
+    oe = re.to(tl.int64)[:, None] * sxr + c[None, :]
+    ev = _load_rows(x_ptr, oe, m2, IN_BF16)
+    od = _load_rows(x_ptr, oe + sxr, m2, IN_BF16)
+    vmb = tl.max(tl.maximum(_abs_bits(ev), _abs_bits(od)), axis=0)
+    scode, mult, nan_scale = _block_scale(vmb.to(tl.float32, bitcast=True), ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
+    if SR != 0:
+        sr_scale = tl.load(ts_ptr + 3)
+        if SR == 1:
+            ore = re.to(tl.int64)[:, None] * srr + c[None, :]
+            r_e = tl.load(r_ptr + ore, mask=m2, other=0).to(tl.float32)
+            r_o = tl.load(r_ptr + ore + srr, mask=m2, other=0).to(tl.float32)
+        else:
+            r_e = _philox_tile(seed, re, pid_c * BC, NCOL, BC, SR_BITS)
+            r_o = _philox_tile(seed, re + 1, pid_c * BC, NCOL, BC, SR_BITS)
+    else:
+        sr_scale = 0.0
+        r_e = ev
+        r_o = od
+    mb = mult[None, :]
+    ce = _code(ev * mb, r_e, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO, ZERO_POS)
+    co = _code(od * mb, r_o, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO, ZERO_POS)
+    byte = ce | (co << 4)
+    if FAST and not MX:
+        byte = tl.where(nan_scale[None, :], 0, byte)
+    sh = ((i % 8) * 8).to(tl.int64)[:, None]
+    b64 = byte.to(tl.int64) << sh
+    c64 = c.to(tl.int64)
+    for h in tl.static_range(K // 16):
+        sel = (i // 8 == h)[:, None]
+        word = tl.sum(tl.where(sel, b64, 0), axis=0)
+        tl.store(q_ptr + c64 * QW + (pid_r * (K // 16) + h), word, mask=bmask)
+    if CUBLAS:
+        soff = _cublas_offset(c64, pid_r, CPAD)
+    else:
+        soff = c64 * NSC + pid_r
+    tl.store(s_ptr + soff, scode.to(tl.uint8), mask=bmask)
