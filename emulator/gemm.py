@@ -164,10 +164,10 @@ def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
        sum, then set its last bit.
     4. Cast to float32 (round to nearest even). Non-finite s (Inf/NaN inputs) is cast as is.
     """
-    a = np.asarray(a, np.float32).astype(np.float64)
-    b = np.asarray(b, np.float32).astype(np.float64)
-    c64 = np.asarray(c, np.float32).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
+        a = np.asarray(a, np.float32).astype(np.float64)
+        b = np.asarray(b, np.float32).astype(np.float64)
+        c64 = np.asarray(c, np.float32).astype(np.float64)
         p = a * b
         s = p + c64
         bb = s - p
