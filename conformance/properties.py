@@ -396,12 +396,13 @@ def check_element_monotonic(env: Env, t: Target, rng) -> None:
 
 
 def explicit_monotonic(env: Env, t: Target, rng):
-    x_first = None
     if _needs_encode(t, env.caps):
         yield functools.partial(check_element_monotonic, env, t, rng)
-    for kind in builders.kinds_for(t.scheme, ("ties", "random", "binade_edge", "subnormal", "saturate", "ties")):
-        x = _tensor(rng, t, kind, typical=kind != "ties" or x_first is None)
-        x_first = x
+    plan = [(k, True) for k in ("ties", "random", "binade_edge", "subnormal", "saturate")] + [("ties", False)]
+    for kind, typical in plan:
+        if kind not in builders.kinds_for(t.scheme):
+            continue
+        x = _tensor(rng, t, kind, typical=typical)
         r = None if t.rounding != "sr" else np.full(x.shape, int(rng.integers(0, 1 << t.sr_bits)), np.uint32)
         yield functools.partial(check_monotonic, env, t, fst.Case(x, r))
 

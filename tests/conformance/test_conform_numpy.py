@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-import fp4spec
-from fp4spec.backends import Backend, BackendError, Capabilities, NumpyBackend, Availability
+from fp4spec.backends import Availability, BackendError, Capabilities, NumpyBackend
 from fp4spec.conformance import PROPERTIES, run
 from fp4spec.conformance.runner import BackendUnavailable
 
