@@ -364,3 +364,239 @@ def test_examples_in_the_pages_run(page):
     finally:
         number_formats._FORMATS.clear()
         number_formats._FORMATS.update(saved)
+
+
+# -- block-scaling schemes (docs/schemes/) ------------------------------------------------------
+
+def test_scheme_summary_has_one_row_per_catalogued_scheme():
+    header, rows = table_rows(tables.scheme_summary())
+    assert [re.search(r"`(\w+)`", r[0]).group(1) for r in rows] == list(fp4spec.schemes)
+    by_name = {re.search(r"`(\w+)`", r[0]).group(1): dict(zip(header, r)) for r in rows}
+    assert by_name["mxfp4"]["bits / element"] == "4.25"
+    assert by_name["mxfp8_e4m3"]["bits / element"] == "8.25"
+    assert by_name["nvfp4"]["bits / element"] == "4.5"
+    assert by_name["hif4"]["bits / element"] == "4.5"  # 4 + (8 + 8 + 16) / 64
+    assert "+ 24 bits" in by_name["hif4"]["scales"]
+    assert "FP32 tensor scale" in by_name["nvfp4"]["scales"] and "FP32" not in by_name["mxfp4"]["scales"]
+    assert by_name["nvfp4_2d"]["block"] == "16 × 16 tile"
+    assert rows[0][0] == "[`mxfp4`](mx.md)"
+
+
+def test_scheme_summary_filters_by_name():
+    _, rows = table_rows(tables.scheme_summary(names=["ufp4", "nvint4"]))
+    assert len(rows) == 2
+    with pytest.raises(ValueError, match="unknown scheme"):
+        tables.scheme_summary(names=["nvfp5"])
+
+
+@pytest.mark.parametrize("name", list(fp4spec.schemes))
+def test_every_catalogued_scheme_has_a_page(name):
+    assert name in tables.SCHEME_PAGES, f"add {name!r} to a scheme page and to SCHEME_PAGES"
+    page = DOCS / "schemes" / tables.SCHEME_PAGES[name]
+    assert page.exists() and name in page.read_text()
+
+
+def test_mx_rule_table_reproduces_the_worked_e2m1_table():
+    header, rows = table_rows(tables.mx_rule_table([1.0, 1.25, 1.5, 1.75, 3.0, 4.0, 6.0, 6.5, 7.0]))
+    assert header == ["amax", "`floor`", "`ceil`", "`even`", "`rceil`"]
+    cells = {row[0]: dict(zip(["floor", "ceil", "even", "rceil"], row[1:])) for row in rows}
+    assert cells["1.75"] == {"floor": "-2 → 7 → 6 (clamped)", "ceil": "-1 → 3.5 → 4",
+                             "even": "-1 → 3.5 → 4", "rceil": "-1 → 3.5 → 4"}
+    assert cells["1.25"]["ceil"] == "-1 → 2.5 → 2"
+    assert cells["6.5"]["rceil"] == "1 → 3.25 → 3" and cells["6.5"]["even"] == "0 → 6.5 → 6 (clamped)"
+    assert cells["7"]["floor"] == "0 → 7 → 6 (clamped)" and cells["7"]["even"] == "1 → 3.5 → 4"
+    assert all(c == "-2 → 4 → 4" for c in cells["1"].values())
+
+
+def test_mx_rule_table_for_e4m3_shows_the_rceil_ceil_difference_at_150():
+    _, rows = table_rows(tables.mx_rule_table([150.0], scheme="mxfp8_e4m3"))
+    assert rows[0][2].startswith("0 →") and rows[0][4].startswith("-1 →")  # ceil 0x7F, rceil 0x7E
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"amaxes": [0.1]}, "not a float32 value"),
+    ({"amaxes": [1.0], "scheme": "nvfp4"}, "not an MX scheme"),
+])
+def test_mx_rule_table_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        tables.mx_rule_table(**kwargs)
+
+
+def test_mx_example_floor_and_rceil():
+    text = tables.mx_example([3.0, -7.0, 0.3], variants=["mxfp4", {"scheme": "mxfp4", "scale_rule": "rceil"}])
+    _, summary = table_rows(text.split("\n\n")[0])
+    assert dict((r[0], r[1:]) for r in summary)["scale code (E8M0)"] == ["`0x7F`", "`0x80`"]
+    assert "| 1 | -7 | -7 | `0xF`\u00a0=\u00a0-6 | -6 | -3.5 | `0xE`\u00a0=\u00a0-4 | -8 |" in text
+    assert text.endswith("Elements 3 to 31 are 0: code `0x0`, dequantized 0.")
+
+
+def test_mx_example_of_a_nan_block_says_the_rest_is_nan():
+    text = tables.mx_example(["nan", 1.0])
+    assert "`0xFF`" in text and text.endswith("dequantized NaN.")
+
+
+def test_two_level_example_te_and_torchao_disagree_on_the_documented_block():
+    text = tables.two_level_example([263.2171], global_amax=775.79785,
+                                    variants=["nvfp4", {"scheme": "nvfp4", "profile": "torchao"}])
+    _, summary = table_rows(text.split("\n\n")[0])
+    rows = {r[0]: r[1:] for r in summary}
+    assert rows["block scale code (RNE)"] == ["`0x72` = 160", "`0x71` = 144"]
+    assert "= 152 (`0x43180000`)" in rows["block scale before the cast"][0]
+    assert "= 151.99998 (`0x4317FFFF`)" in rows["block scale before the cast"][1]
+    assert "second block" in text
+
+
+def test_two_level_example_zero_tensor():
+    text = tables.two_level_example([0.0], variants=["nvfp4", {"scheme": "nvfp4", "profile": "torchao"}])
+    assert "S_enc = 1 (g is 0 or not finite)" in text
+    assert "`0x7F` = NaN" in text and text.endswith("dequantized NaN.")
+
+
+def test_two_level_example_refuses_tiles_and_4over6():
+    for variant in ["nvfp4_2d", {"scheme": "nvfp4", "scale_rule": "4over6"}, "mxfp4"]:
+        with pytest.raises(ValueError, match="1D two-level"):
+            tables.two_level_example([1.0], variants=[variant])
+
+
+def test_nv_scale_order_one_rounding_vs_two():
+    _, rows = table_rows(tables.nv_scale_order(263.2171, 775.79785))
+    assert [r[3] for r in rows] == ["`0x72` = 160", "`0x71` = 144", "`0x71` = 144"]
+
+
+def test_nv_reciprocal_vs_division_finds_differences():
+    text = tables.nv_reciprocal_vs_division()
+    total, differ = map(int, re.search(r"= (\d+) inputs\), the two forms give a different E2M1 code for "
+                                       r"(\d+) inputs", text).groups())
+    assert total == 4 * 126 * 7 * 2 * 3 and 0 < differ < total
+    assert "For example" in text
+
+
+def test_nv_dequant_order_example_shows_two_different_results():
+    text = tables.nv_dequant_order_example()
+    a, b = re.findall(r"= ([0-9.e+-]+) \(`0x[0-9A-F]{8}`\)\.?", text)[-2:]
+    assert a != b
+    with pytest.raises(ValueError, match="agree"):
+        tables.nv_dequant_order_example(element_code=0x2)  # q = 1: both orders round once
+
+
+def test_profile_disagreement_has_one_row_per_distribution():
+    from fp4spec.analysis import distributions
+
+    _, rows = table_rows(tables.profile_disagreement(shape=(32, 64)))
+    assert [unquote(r[0]) for r in rows] == list(distributions.DISTRIBUTIONS)
+
+
+def test_four_over_six_examples_choose_each_candidate():
+    four = tables.four_over_six_example([5.0, 3.75, 2.5, 1.25, -0.6], global_amax=10.0)
+    six = tables.four_over_six_example([5.0, 2.9, -1.2, 0.7, 4.4, 1.6], global_amax=10.0)
+    chosen = lambda text: next(r[0] for r in table_rows(text.split("\n\n", 1)[1])[1] if "chosen" in r[-1])  # noqa: E731
+    assert chosen(four) == "map to 4" and chosen(six) == "map to 6"
+
+
+def test_grid_equivalence_fails_on_a_wrong_factor():
+    _, rows = table_rows(tables.grid_equivalence())
+    assert len({r[3] for r in rows}) == 1
+    with pytest.raises(ValueError, match="differ"):
+        tables.grid_equivalence([("int4_sym", 1), ("e1m2", 4)])
+
+
+def test_ue4m3_halving_same_mantissa_unless_subnormal_or_saturated():
+    _, rows = table_rows(tables.ue4m3_halving([1.0, 1000.0, 0.01, 3000.0]))
+    assert [r[-1] for r in rows] == ["yes", "yes", "**no**", "**no**"]
+
+
+def test_blocked_offsets_match_the_worked_example():
+    _, rows = table_rows(tables.blocked_offsets())
+    offsets = {r[0]: int(r[4]) for r in rows}
+    assert offsets["(130, 5)"] == 2081 and offsets["(32, 0)"] == 4 and offsets["(127, 3)"] == 511
+
+
+def test_blocked_layout_svg_draws_every_byte_of_a_tile_twice():
+    svg = tables.blocked_layout_svg()
+    assert svg.count('<rect x=') == 2 * 512 + 2  # both views, plus the two highlight frames
+    assert "S[33, 2] → offset 22 = 1 × 16 + 6" in svg
+    assert "\n\n" not in svg.split("<svg", 1)[1].split("</svg>")[0]  # no blank line inside raw HTML
+
+
+def test_mx_special_blocks_nan_inf_and_zero():
+    text = tables.mx_special_blocks([["zero", [0.0], "floor"], ["NaN", ["nan", 1.0], "floor"],
+                                     ["Inf", ["inf", 1.0], "floor"]])
+    _, rows = table_rows(text)
+    assert [r[3] for r in rows] == ["`0x00`", "`0xFF`", "`0xFF`"]  # ocp
+    assert [r[6] for r in rows] == ["`0x00`", "`0xFF`", "`0xFD`"]  # torchao: Inf read as 2^128
+
+
+def test_profile_diff_marks_exactly_the_differing_policies():
+    from fp4spec import profiles
+
+    _, rows = table_rows(tables.profile_diff(["ocp", "torchao"], "mx_"))
+    marked = {re.search(r"`(\w+)`", r[0]).group(1) for r in rows if "≠" in r[0]}
+    ocp, tao = profiles.get_profile("ocp").policies, profiles.get_profile("torchao").policies
+    assert marked == {k for k in ocp if k.startswith("mx_") and ocp[k] != tao.get(k)}
+
+
+def test_mx_elements_floor_clamping():
+    _, rows = table_rows(tables.mx_elements())
+    e2m1 = next(r for r in rows if r[1] == "`e2m1`")
+    assert e2m1[4:] == ["[4, 8)", "m > 1.5", "25 %"]
+
+
+def test_uniform_equivalence_ufp4_is_nvint4_up_to_the_sign_of_zero():
+    _, rows = table_rows(tables.uniform_equivalence(shape=(64, 128)))
+    for row in rows:
+        n, total = map(int, row[1].split(" of "))
+        assert n == total
+        assert row[4] == "0"
+
+
+def test_new_placeholders_are_registered():
+    for name in ["scheme_summary", "mx_rule_table", "mx_example", "two_level_example", "nv_scale_order",
+                 "nv_reciprocal_vs_division", "nv_dequant_order_example", "profile_disagreement",
+                 "four_over_six_example", "grid_equivalence", "ue4m3_halving", "blocked_offsets",
+                 "blocked_layout_svg", "mx_special_blocks", "profile_diff", "mx_elements",
+                 "uniform_equivalence"]:
+        assert tables.PLACEHOLDERS[name] is getattr(tables, name)
+
+
+# -- facts the scheme pages state in prose --------------------------------------------------------
+
+def test_te_tiny_block_threshold_is_2_to_minus_10_over_448():
+    import numpy as np
+
+    for ratio, scale, code in [(2.1797e-6, 0x00, 0x7), (2.1799e-6, 0x01, 0x5)]:
+        x = np.zeros(32, np.float32)
+        x[0], x[16] = 1.0, ratio
+        q = fp4spec.quantize(x, "nvfp4")
+        assert int(q.scales[1]) == scale and int(q.codes[16]) == code
+        assert (float(q.dequantize()[16]) == 0.0) == (scale == 0)  # codes +-6 with a zero scale decode to 0
+    assert abs(2.0 ** -10 / 448 - 2.18e-6) < 1e-8
+
+
+def test_mx_rceil_descale_policy_changes_no_scale_code():
+    """mul_reciprocal (ocp) and divide (torchao) differ only where d is an FP32 subnormal, and
+    there e is clamped to -127 (mx.md; checked exhaustively once, sampled here)."""
+    import numpy as np
+
+    from fp4spec.emulator import blockscale
+
+    rng = np.random.default_rng(0)
+    bits = np.concatenate([rng.integers(0, 0x7F800000, 1 << 20, dtype=np.uint32),
+                           np.arange(0, 1 << 20, dtype=np.uint32)])  # random + every small subnormal
+    amax = bits.view(np.float32)
+    for name in ["mxfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2"]:
+        a = fp4spec.get_scheme(name, scale_rule="rceil")
+        b = fp4spec.get_scheme(a, profile="torchao")
+        assert a.policies["mx_rceil_descale"] != b.policies["mx_rceil_descale"]
+        assert np.array_equal(blockscale.mx_exponents(amax, a)[0], blockscale.mx_exponents(amax, b)[0])
+
+
+def test_torchao_mx_blocks_with_scale_code_0_come_back_halved():
+    import numpy as np
+
+    x = np.zeros(32, np.float32)
+    x[0] = 1.5 * 2.0 ** -125
+    ocp, tao = (fp4spec.quantize(x, "mxfp4", profile=p) for p in ("ocp", "torchao"))
+    assert int(ocp.scales[0]) == int(tao.scales[0]) == 0
+    assert float(ocp.dequantize()[0]) == x[0] and float(tao.dequantize()[0]) == x[0] / 2
+    rceil = fp4spec.quantize(x, "mxfp4", profile="torchao", scale_rule="rceil")
+    assert float(rceil.dequantize()[0]) == 0.0
