@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+
+import numpy as np
 from types import MappingProxyType
 from typing import Mapping
 
@@ -186,6 +188,16 @@ class Scheme:
                 raise ValueError(f"{field}: {value!r} is not a positive finite number")
         if self.scale_max is not None and float(self.scale_max) > self.scale.max:
             raise ValueError(f"scale_max: {self.scale_max!r} exceeds the largest {self.scale.name} value {self.scale.max:g}")
+        if self.element_max is not None and float(self.element_max) > self.element.max:
+            # Mapping the block amax above the grid's top would saturate every block's largest
+            # elements: refuse rather than clip silently.
+            raise ValueError(f"element_max: {self.element_max!r} exceeds the largest {self.element.name} value "
+                             f"{self.element.max:g}; use a value in (0, {self.element.max:g}]")
+        with np.errstate(over="ignore"):
+            numerator = np.float32(self.scale_bound) * np.float32(self.max_elem)
+        if not np.isfinite(numerator):
+            raise ValueError(f"scale, scale_max: the tensor-scale numerator scale_max * element_max = "
+                             f"{self.scale_bound:g} * {self.max_elem:g} overflows float32; pass a smaller scale_max")
         if self.is_2d and self.tile_rows < 1:
             raise ValueError(f"block_shape: {self.block_shape!r}")
         if self.scale_rule == "4over6":

@@ -152,7 +152,7 @@ class QuantizedTensor:
                 and same(self.e1_8, other.e1_8) and same(self.e1_16, other.e1_16))
 
     def __repr__(self) -> str:
-        g = "None" if self.global_scale is None else f"{float(self.global_scale)!r}"
+        g = "None" if self.global_scale is None else str(self.global_scale)  # shortest float32 digits
         return (f"QuantizedTensor(scheme={self.scheme.name!r}, shape={self.shape}, axis={self.axis}, "
                 f"codes={self.codes.shape}, scales={self.scales.shape}, global_scale={g})")
 

@@ -95,7 +95,7 @@ TWO_LEVEL_CASES = [
     ("nvfp4_2d", {"scale_rule": "4over6", "error_mode": "mse", "scale_max": 256}),
     ("ufp4", {}),
     ("ufp4", {"profile": "torchao"}),
-    ("ufp4", {"block_size": 32, "element_max": 3.0, "scale": "e8m0"}),
+    ("ufp4", {"block_size": 32, "element_max": 3.0, "scale": "e8m0", "scale_max": 2.0**100}),
     ("nvint4", {}),
     ("nvint4", {"profile": "torchao"}),
 ]

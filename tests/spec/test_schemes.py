@@ -64,8 +64,12 @@ def test_derived_fields():
 def test_overrides():
     assert get_scheme("mxfp4", scale_rule="rceil").scale_rule == "rceil"
     assert get_scheme("nvfp4", profile="torchao").profile == "torchao"
-    s = get_scheme("ufp4", block_size=32, element_max=3.0, scale="e8m0")
+    s = get_scheme("ufp4", block_size=32, element_max=3.0, scale="e8m0", scale_max=2.0**100)
     assert (s.block_shape, s.max_elem, s.scale.name, s.name) == ((32,), 3.0, "e8m0", "ufp4")
+    with pytest.raises(ValueError, match="element_max: 7.0 exceeds the largest e1m2 value 3.5"):
+        get_scheme("ufp4", element_max=7.0)
+    with pytest.raises(ValueError, match="overflows float32; pass a smaller scale_max"):
+        get_scheme("ufp4", scale="e8m0")
     assert get_scheme("nvfp4_2d", block_size=32).block_shape == (16, 32)
     s = get_scheme("nvfp4", scale_rule="4over6", scale_max=256, error_mode="MSE")
     assert (s.scale_bound, s.error_mode) == (256.0, "mse")
