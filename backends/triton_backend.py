@@ -15,8 +15,16 @@ tensor scale S_enc = fp32(fp32(448 * max) / amax), S_dec = fp32(1 / S_enc) in ea
 (IEEE division), then one quantize pass. ``quantize_packed(..., s_enc_dec=...)`` takes a
 precomputed tensor scale (the amax of the previous step, as TransformerEngine does).
 
-Not implemented here (yet): Philox-drawn random bits, fused RHT, the cuBLAS 128 x 4 scale
-layout, the torchao two-level chain and 4over6.
+Fast paths (v2 kernels, benchmarks/NOTES-triton.md): rowwise 1 x k blocks (k a multiple of
+16) of a contiguous tensor run :func:`triton_kernels.quantize_rows_kernel` /
+``quantize_rows2d_kernel`` (one scale block per tile row, bf16 read as 64-bit groups of
+four); columnwise ``quantize_cols_kernel`` (no transpose); dequantize
+``dequantize_rows_kernel``. ``rounding="sr"`` with ``seed=`` draws the bits on the device
+with Philox (:func:`philox_rbits` replays them on the CPU); ``scale_layout="cublas"``
+writes the cuBLAS 128 x 4 blocked scale layout directly. ``variant="v1"`` keeps the generic
+tile kernel (nvfp4_2d always uses it).
+
+Not implemented here (yet): fused RHT + quantize, the torchao two-level chain and 4over6.
 """
 
 from __future__ import annotations
