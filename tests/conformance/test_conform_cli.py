@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from fp4spec.backends import Availability, NumpyBackend
 from fp4spec.conformance.report import Counterexample, PropertyResult, Report, render_markdown, render_text
 from fp4spec.conformance.runner import main
 
@@ -31,12 +32,19 @@ def test_departure_exits_1_and_writes_reports(tmp_path, capsys):
     assert data["counts"]["fail"] == 1 and data["results"][0]["counterexample"]["field"] == "scales"
 
 
+class NeedsGpu(NumpyBackend):
+    name = "needs-gpu"
+
+    def is_available(self):
+        return Availability.no("no CUDA device")
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--backend", "nope"], ["'nope'", "module:Name"]),
     (["--backend", "numpy", "--scheme", "mxfp9"], ["unknown scheme 'mxfp9'"]),
     (["--backend", "numpy", "--report", "out.txt"], [".json or .md"]),
     (["--backend", "numpy", "--max-examples", "-3"], ["negative"]),
-    (["--backend", "triton"], ["not available"]),
+    (["--backend", f"{__name__}:NeedsGpu"], ["'needs-gpu' is not available here: no CUDA device"]),
 ])
 def test_usage_errors_exit_2(argv, words, capsys):
     assert main(argv + ["--quiet"]) == 2
