@@ -370,8 +370,14 @@ def _operands_rounded(op: Operand, carrier: Carrier) -> np.ndarray:
     for bf16 the float32 value is exact too -- every element-scale product of the catalogue
     has at most 8 significant bits and lies above 2^-149 -- so the bf16 cast rounds once)."""
     with np.errstate(all="ignore"):
-        x = (op.values * op.scale_per_k(op.scales)).astype(np.float32)
+        x64 = op.values * op.scale_per_k(op.scales)
+        x = x64.astype(np.float32)
         if carrier is BF16:
+            fin = np.isfinite(x)
+            if not np.array_equal(x[fin].astype(np.float64), x64[fin]):
+                raise NotImplementedError("bf16 operands: an element * scale product is not exact in float32, so "
+                                          "the two-step bf16 cast could round twice; use "
+                                          "fp4spec.gemm_reference.matmul_reference")
             x = x.astype(ml_dtypes.bfloat16).astype(np.float32)
     return x
 
