@@ -63,22 +63,27 @@ LEVELS = {
 }
 
 
+#: Integer levels (as ``fp4spec vectors --level N`` takes them) and their names.
+LEVEL_ALIASES = {0: "smoke", 1: "standard", 2: "full"}
+
+
 def _key(i: int, name: str) -> str:
     return f"{i:04d}/{name}"
 
 
-def generate_matmul_vectors(scheme: str, accumulator: "str | AccumulatorModel", level: str = "standard",
+def generate_matmul_vectors(scheme: str, accumulator: "str | AccumulatorModel", level: "str | int" = "standard",
                             seed: int = 0) -> dict:
     """Vectors for ``scheme`` (A and B) under ``accumulator``: a dict of arrays (layout above).
 
-    Every family of :data:`.matmul_properties.FAMILIES` contributes ``LEVELS[level]
-    ["per_family"]`` cases with shapes and data drawn from ``seed``; the expected results
+    ``level``: ``"smoke"``, ``"standard"`` or ``"full"`` (or 0, 1, 2). Every family of
+    :data:`.matmul_properties.FAMILIES` contributes ``LEVELS[level]["per_family"]`` cases with shapes and data drawn from ``seed``; the expected results
     are :func:`fp4spec.matmul` with the model.
     """
     from fp4spec.matmul_api import matmul
 
+    level = LEVEL_ALIASES.get(level, level) if not isinstance(level, bool) else level
     if level not in LEVELS:
-        raise ValueError(f"level: {level!r} is not one of {', '.join(map(repr, LEVELS))}")
+        raise ValueError(f"level: {level!r} is not one of {', '.join(map(repr, LEVELS))} (or 0, 1, 2)")
     model = get_accumulator(accumulator)
     sch = resolve_scheme(scheme)
     if sch.name not in schemes_for(model):
@@ -227,6 +232,7 @@ def check_matmul_vectors(vec: dict, results) -> MatmulVectorReport:
 __all__ = [
     "FORMAT",
     "LEVELS",
+    "LEVEL_ALIASES",
     "MatmulVectorReport",
     "FORMAT_VERSION",
     "check_matmul_vectors",

@@ -284,6 +284,7 @@ def test_vectors_with_block_override_and_bad_files(tmp_path):
         generate_matmul_vectors("nvfp4", "sm100-mxf8f6f4", "smoke")
     with pytest.raises(ValueError, match="level"):
         generate_matmul_vectors("nvfp4", "exact", "huge")
+    assert str(generate_matmul_vectors("nvfp4", "exact", 0)["level"]) == "smoke"
     np.savez(tmp_path / "x.npz", format=np.array("something else"))
     with pytest.raises(ValueError, match="fp4spec-matmul-vectors"):
         load_matmul_vectors(tmp_path / "x.npz")
