@@ -1,6 +1,6 @@
 """Conformance properties of a block-scaled GEMM: bit-exact equality with a named accumulator model.
 
-A backend claims one accumulator model (:mod:`fp4spec.accumulators`), e.g. a Blackwell
+A backend claims one accumulator model (:mod:`fp4spec.accumulator_models`), e.g. a Blackwell
 ``tcgen05`` kernel claims ``"sm100-mxf4nvf4"``; :func:`check_matmul` then draws operands
 from the families below (hypothesis strategies over reproducible numpy generators) and
 requires the backend's result to equal :func:`fp4spec.matmul` with that model, bit for bit,
@@ -34,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-from fp4spec.accumulators import AccumulatorModel, check_operands, get_accumulator
+from fp4spec.accumulator_models import AccumulatorModel, check_operands, get_accumulator
 from fp4spec.block_schemes import Scheme, get_scheme
 from fp4spec.quantized import QuantizedTensor
 

@@ -15,7 +15,7 @@ key                    dtype      shape         meaning
 ``format_version``     int64      ()            layout version, 1
 ``fp4spec_version``    str        ()            the version that computed the expected results
 ``op``                 str        ()            ``"matmul"``: D = A . B^T (+ c), A M x K, B N x K
-``accumulator``        str        ()            the model name (:data:`fp4spec.accumulators`)
+``accumulator``        str        ()            the model name (:data:`fp4spec.accumulator_models`)
 ``model``              str        ()            the model's ``describe()`` line (its parameters)
 ``scheme``             str        ()            scheme spec of A and B (``"nvfp4"``, ``"mxfp4:block_shape=16"``)
 ``level``, ``seed``    str/int64  ()            how the vectors were generated
@@ -47,7 +47,7 @@ import os
 
 import numpy as np
 
-from fp4spec.accumulators import AccumulatorModel, get_accumulator
+from fp4spec.accumulator_models import AccumulatorModel, get_accumulator
 from fp4spec.backends.base import resolve_scheme, scheme_spec
 
 from .matmul_properties import FAMILIES, MatmulCase, first_mismatch, generate_case, make_operand, schemes_for

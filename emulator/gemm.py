@@ -52,7 +52,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from fp4spec.accumulators import (
+from fp4spec.accumulator_models import (
     BF16,
     FP32,
     AccumulatorModel,
@@ -572,7 +572,7 @@ _MATMULS = {"exact": matmul_exact, "fma": matmul_fma, "fdpa": matmul_fdpa, "fdpa
 
 def matmul_emulated(qa, qb, model: AccumulatorModel, ops: MatmulOperands) -> np.ndarray:
     """C = A . B^T (float32, M x N) with ``model``, for operands already checked
-    (:func:`fp4spec.accumulators.check_operands`)."""
+    (:func:`fp4spec.accumulator_models.check_operands`)."""
     return _MATMULS[model.algorithm](operand(qa), operand(qb), ops, model)
 
 

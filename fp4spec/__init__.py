@@ -19,12 +19,14 @@ from .number_formats import (
     register_format,
 )
 
+from .accumulator_models import AccumulatorModel, accumulators, get_accumulator, register_accumulator
 from .api import decode, draw_rbits, encode
 from .block_schemes import Scheme, get_scheme, schemes
 from .quantize_api import dequantize, quantize
 from .quantized import QuantizedTensor
 from .rht import inverse_rht, rht
 from . import analysis
+from .matmul_api import matmul
 from .layouts import blocked_shape, from_blocked, to_blocked
 from .packing import pack, unpack
 from .rounding import ROUNDING_MODES
@@ -32,6 +34,11 @@ from .rounding import ROUNDING_MODES
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AccumulatorModel",
+    "accumulators",
+    "get_accumulator",
+    "matmul",
+    "register_accumulator",
     "CodeRow",
     "FloatFormat",
     "Format",

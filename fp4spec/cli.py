@@ -49,6 +49,18 @@ def _cmd_profiles(args) -> int:
     return 0
 
 
+def _cmd_conform(args) -> int:
+    from .conformance.runner import main as conform_main
+
+    return conform_main(args.rest)
+
+
+def _cmd_vectors(args) -> int:
+    from .conformance.vectors import main as vectors_main
+
+    return vectors_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fp4spec", description="The executable, bit-exact specification of 4-bit number formats.")
     parser.add_argument("--version", action="version", version=f"fp4spec {__import__('fp4spec').__version__}")
@@ -65,13 +77,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profiles", help="list the vendor profiles and where their policies differ")
     p.set_defaults(func=_cmd_profiles)
 
+    p = sub.add_parser("conform", add_help=False,
+                       help="check a backend bit for bit against the spec (fp4spec conform --help)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_cmd_conform)
+
+    p = sub.add_parser("vectors", add_help=False,
+                       help="generate or check test vectors for hardware run elsewhere (fp4spec vectors --help)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_cmd_vectors)
+
     from .analysis.report import add_analyze_parser
 
     add_analyze_parser(sub)
     return parser
 
 
+#: Subcommands with parsers of their own: everything after the name is theirs.
+_DELEGATED = {"conform": _cmd_conform, "vectors": _cmd_vectors}
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in _DELEGATED:
+        return _DELEGATED[argv[0]](argparse.Namespace(rest=argv[1:]))
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -11,7 +11,7 @@ Building blocks (each a small pure function with numbered steps):
 * :func:`round_binary` / :func:`round_f32` -- one exact rounding to a binary format;
 * :func:`fma32`, :func:`mul32` -- exact float32 fused multiply-add and multiply.
 
-Models (``accumulator=`` names, see :mod:`fp4spec.accumulators`): :func:`dot_exact`,
+Models (``accumulator=`` names, see :mod:`fp4spec.accumulator_models`): :func:`dot_exact`,
 :func:`dot_fma`, :func:`dot_fdpa` (NVIDIA ``sm100-*``, ``sm90-bf16``), :func:`dot_fdpa2`
 (AMD ``cdna3-fp8``); :func:`matmul_reference` runs one of them for every output element.
 
@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .accumulators import (
+from .accumulator_models import (
     BF16,
     FP32,
     AccumulatorModel,
@@ -491,7 +491,7 @@ def dot_reference(a: RefRow, b: RefRow, c: float, g: float | None, model: Accumu
 def matmul_reference(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact", c=None) -> np.ndarray:
     """The scalar reference of :func:`fp4spec.matmul`: C = A . B^T, one element at a time.
 
-    1. Resolve the model and check the operands (:func:`fp4spec.accumulators.check_operands`).
+    1. Resolve the model and check the operands (:func:`fp4spec.accumulator_models.check_operands`).
     2. Decode every row of A and B exactly (:func:`ref_rows`).
     3. For every (m, n): :func:`dot_reference` with c[m, n] (+0 when c is None) and
        g = fp32(gA * gB) (None for MX operands).

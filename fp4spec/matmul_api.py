@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .accumulators import AccumulatorModel, check_operands, get_accumulator
+from .accumulator_models import AccumulatorModel, check_operands, get_accumulator
 
 
 def matmul(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact", c=None) -> np.ndarray:
@@ -18,10 +18,10 @@ def matmul(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact", c=None) -
         qa: A (M x K), a :class:`~fp4spec.quantized.QuantizedTensor` blocked along K (the
             last axis), e.g. ``fp4spec.quantize(A, "nvfp4")``.
         qb: B (N x K), blocked along K the same way.
-        accumulator: a model name from :data:`fp4spec.accumulators` -- ``"exact"``
+        accumulator: a model name from :data:`fp4spec.accumulator_models` -- ``"exact"``
             (default), ``"fp32"``, ``"sm100-mxf4nvf4"``, ``"sm100-mxf8f6f4"``,
             ``"sm90-bf16"``, ``"cdna3-fp8"`` -- or an
-            :class:`~fp4spec.accumulators.AccumulatorModel`.
+            :class:`~fp4spec.accumulator_models.AccumulatorModel`.
         c: optional float32 (M x N) initial accumulator (default +0). It enters as the
             accumulator's value before the first K step (the ``exact`` model adds it to the
             exact sum); with tensor scales it is multiplied by ``fp32(gA * gB)`` with the rest.
@@ -31,8 +31,8 @@ def matmul(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact", c=None) -
 
     Normative algorithm:
 
-    1. Resolve the model (:func:`~fp4spec.accumulators.get_accumulator`).
-    2. Check the operands (:func:`~fp4spec.accumulators.check_operands`): rank 2, blocked
+    1. Resolve the model (:func:`~fp4spec.accumulator_models.get_accumulator`).
+    2. Check the operands (:func:`~fp4spec.accumulator_models.check_operands`): rank 2, blocked
        along K, equal K, schemes and block sizes the model takes, K a multiple of its step;
        ``g = fp32(gA * gB)`` when a scheme carries a tensor scale.
     3. Accumulate every output element as the model's algorithm says

@@ -14,7 +14,7 @@ import pytest
 
 import fp4spec
 from fp4spec import gemm_reference as ref
-from fp4spec.accumulators import FP32, accumulators, format_carrier, get_accumulator
+from fp4spec.accumulator_models import FP32, accumulators, format_carrier, get_accumulator
 from fp4spec.conformance.matmul_properties import (
     FAMILIES,
     check_matmul,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fp4spec
-from fp4spec.accumulators import (
+from fp4spec.accumulator_models import (
     AccumulatorModel,
     accumulators,
     check_operands,
