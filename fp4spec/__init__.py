@@ -26,6 +26,7 @@ from .quantize_api import dequantize, quantize
 from .quantized import QuantizedTensor
 from .rht import inverse_rht, rht
 from . import analysis
+from .backends import Backend, Capabilities, get_backend
 from .matmul_api import matmul
 from .layouts import blocked_shape, from_blocked, to_blocked
 from .packing import pack, unpack
@@ -34,6 +35,9 @@ from .rounding import ROUNDING_MODES
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "Backend",
+    "Capabilities",
+    "get_backend",
     "AccumulatorModel",
     "accumulators",
     "get_accumulator",
