@@ -49,15 +49,29 @@ def _cmd_profiles(args) -> int:
     return 0
 
 
-def _cmd_conform(args) -> int:
-    from .conformance.runner import main as conform_main
+def _needs_hypothesis(command: str) -> int:
+    print(f"fp4spec {command}: error: the conformance suite needs hypothesis; "
+          f"install it with: pip install 'fp4spec[conform]'", file=sys.stderr)
+    return 2
 
+
+def _cmd_conform(args) -> int:
+    try:
+        from .conformance.runner import main as conform_main
+    except ModuleNotFoundError as exc:
+        if exc.name != "hypothesis":
+            raise
+        return _needs_hypothesis("conform")
     return conform_main(args.rest)
 
 
 def _cmd_vectors(args) -> int:
-    from .conformance.vectors import main as vectors_main
-
+    try:
+        from .conformance.vectors import main as vectors_main
+    except ModuleNotFoundError as exc:
+        if exc.name != "hypothesis":
+            raise
+        return _needs_hypothesis("vectors")
     return vectors_main(args.rest)
 
 
