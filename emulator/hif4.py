@@ -12,7 +12,6 @@ which rounds exactly where the reference applies ``F32(.)``. ``BF16(.)`` is comp
 
 from __future__ import annotations
 
-import operator
 
 import ml_dtypes
 import numpy as np
@@ -30,6 +29,7 @@ from fp4spec.hif4 import (
     S1P2_MAX_INDEX,
 )
 from fp4spec.rounding import check_choice
+from fp4spec._checks import check_axis
 
 _N16 = GROUP_SIZE // LEVEL3_SIZE  # 16 level-3 groups
 _N8 = GROUP_SIZE // LEVEL2_SIZE  # 8 level-2 groups
@@ -61,20 +61,6 @@ def e6m2_decode(codes: np.ndarray) -> np.ndarray:
     codes = codes.astype(np.int64)
     val = np.ldexp(1.0 + (codes & 3) / 4.0, (codes >> 2) - 48)
     return np.where(codes == E6M2_NAN_CODE, np.nan, val)
-
-
-def _check_axis(axis, ndim: int, name: str) -> int:
-    if isinstance(axis, bool):
-        raise ValueError(f"axis: expected an int, got {axis!r}")
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise ValueError(f"axis: expected an int, got {axis!r}") from None
-    if ndim == 0:
-        raise ValueError(f"{name}: a 0-d array has no axis to group along; pass at least one dimension")
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis: {axis} is out of range for a {ndim}-d {name} (allowed {-ndim}..{ndim - 1})")
-    return axis % ndim
 
 
 def _as_input(x) -> np.ndarray:
@@ -120,7 +106,7 @@ def hif4_quantize(x, *, axis: int = -1, arith: str = "float64", pad: bool = Fals
     if not isinstance(pad, (bool, np.bool_)):
         raise ValueError(f"pad: expected True or False, got {pad!r}")
     arr = _as_input(x)
-    ax = _check_axis(axis, arr.ndim, "x")
+    ax = check_axis(axis, arr.ndim, "x")
     x32 = np.moveaxis(_to_float32(arr), ax, -1)
     lead, length = x32.shape[:-1], x32.shape[-1]
     n_groups = -(-length // GROUP_SIZE)
@@ -217,7 +203,7 @@ def hif4_dequantize(codes, scales, e1_8, e1_16, *, axis: int = -1) -> np.ndarray
     s = _as_codes(scales, "scales", 255)
     b8 = _as_codes(e1_8, "e1_8", 1)
     b16 = _as_codes(e1_16, "e1_16", 1)
-    ax = _check_axis(axis, c.ndim, "codes")
+    ax = check_axis(axis, c.ndim, "codes")
     c = np.moveaxis(c, ax, -1)
     lead, length = c.shape[:-1], c.shape[-1]
     if s.shape[:-1] != lead or s.ndim != c.ndim:

@@ -294,13 +294,26 @@ class FloatFormat(_FormatBase):
             val = -val
         return "finite", val
 
-    def code_of_magnitude(self, index: int, negative: bool) -> int:
-        """Code of the ``index``-th magnitude (code without sign bit), with the given sign."""
-        return (int(negative) << (self.exponent_bits + self.mantissa_bits)) | index if self.signed else index
+
+class _IndexedGrid(_FormatBase):
+    """Fields shared by the integer-grid kinds: a sign bit over a magnitude index, no
+    exponent field (so no bias and no normal/subnormal distinction)."""
+
+    bias = None
+    exponent_bits = 0
+    min_normal = None
+
+    @property
+    def mantissa_bits(self) -> int:
+        return self.bits - 1
+
+    def fields(self, code: int) -> tuple[str, str, str]:
+        code = self.check_code(code)
+        return format(code >> (self.bits - 1), "b"), "", format(code & ((1 << (self.bits - 1)) - 1), f"0{self.bits - 1}b")
 
 
 @dataclasses.dataclass(frozen=True)
-class IntFormat(_FormatBase):
+class IntFormat(_IndexedGrid):
     """A two's complement integer format.
 
     Fields:
@@ -320,29 +333,7 @@ class IntFormat(_FormatBase):
     def bits(self) -> int:
         return self.int_bits
 
-    @property
-    def min_normal(self) -> None:
-        return None
-
-    @property
-    def min_subnormal(self) -> None:
-        return None
-
-    @property
-    def bias(self) -> None:
-        return None
-
-    @property
-    def exponent_bits(self) -> int:
-        return 0
-
-    @property
-    def mantissa_bits(self) -> int:
-        return self.bits - 1
-
-    def fields(self, code: int) -> tuple[str, str, str]:
-        code = self.check_code(code)
-        return format(code >> (self.bits - 1), "b"), "", format(code & ((1 << (self.bits - 1)) - 1), f"0{self.bits - 1}b")
+    min_subnormal = None
 
     def _decode_exact(self, code: int):
         code = self.check_code(code)
@@ -358,7 +349,7 @@ class IntFormat(_FormatBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class UniformFormat(_FormatBase):
+class UniformFormat(_IndexedGrid):
     """A sign-magnitude uniform grid: sign bit plus magnitude index k, value k * step.
 
     Fields:
@@ -381,28 +372,8 @@ class UniformFormat(_FormatBase):
         return self.uniform_bits
 
     @property
-    def min_normal(self) -> None:
-        return None
-
-    @property
     def min_subnormal(self) -> float:
         return self.step
-
-    @property
-    def bias(self) -> None:
-        return None
-
-    @property
-    def exponent_bits(self) -> int:
-        return 0
-
-    @property
-    def mantissa_bits(self) -> int:
-        return self.bits - 1
-
-    def fields(self, code: int) -> tuple[str, str, str]:
-        code = self.check_code(code)
-        return format(code >> (self.bits - 1), "b"), "", format(code & ((1 << (self.bits - 1)) - 1), f"0{self.bits - 1}b")
 
     def _decode_exact(self, code: int):
         code = self.check_code(code)

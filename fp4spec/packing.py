@@ -21,9 +21,9 @@ code per byte, in the low bits); see :mod:`fp4spec.interop`.
 
 from __future__ import annotations
 
-import operator
 
 import numpy as np
+from ._checks import check_axis
 
 #: Nibble orders accepted by :func:`pack` and :func:`unpack`.
 ORDERS = ("lo_first", "hi_first")
@@ -52,20 +52,6 @@ def _as_int_array(x, name: str, max_value: int) -> np.ndarray:
             bad = lo if lo < 0 else hi
             raise ValueError(f"{name}: every entry must lie in 0..{max_value}, found {int(bad)}")
     return arr
-
-
-def _check_axis(axis, ndim: int, name_of_array: str) -> int:
-    if isinstance(axis, bool):
-        raise ValueError(f"axis: expected an int, got {axis!r}")
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise ValueError(f"axis: expected an int, got {axis!r}") from None
-    if ndim == 0:
-        raise ValueError(f"{name_of_array}: a 0-d array has no axis to pack along; pass at least one dimension")
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis: {axis} is out of range for a {ndim}-d {name_of_array} (allowed {-ndim}..{ndim - 1})")
-    return axis % ndim
 
 
 def pack(codes, *, order: str = "lo_first", axis: int = -1) -> np.ndarray:
@@ -102,7 +88,7 @@ def pack(codes, *, order: str = "lo_first", axis: int = -1) -> np.ndarray:
     """
     order = _check_order(order)
     arr = _as_int_array(codes, "codes", 15)
-    ax = _check_axis(axis, arr.ndim, "codes")
+    ax = check_axis(axis, arr.ndim, "codes")
     n = arr.shape[ax]
     if n % 2:
         raise ValueError(f"codes: length {n} along axis {axis} is odd; packing needs an even length (pad with a zero code first)")
@@ -146,7 +132,7 @@ def unpack(packed, *, order: str = "lo_first", axis: int = -1) -> np.ndarray:
     """
     order = _check_order(order)
     arr = _as_int_array(packed, "packed", 255)
-    ax = _check_axis(axis, arr.ndim, "packed")
+    ax = check_axis(axis, arr.ndim, "packed")
     b = np.moveaxis(arr, ax, -1).astype(np.uint8)
     lo, hi = b & 0xF, b >> 4
     first, second = (lo, hi) if order == "lo_first" else (hi, lo)

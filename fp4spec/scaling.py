@@ -27,6 +27,7 @@ import numpy as np
 from .block_schemes import Scheme
 from .number_formats import Format
 from .reference import encode_scalar, floor_log2
+from ._checks import check_axis
 
 F32 = np.float32
 FLT_MAX = F32(np.finfo(np.float32).max)
@@ -431,20 +432,6 @@ def _as_float_input(x) -> np.ndarray:
                     f"or float64 values")
 
 
-def _normalize_axis(axis, ndim: int) -> int:
-    import operator
-
-    if isinstance(axis, bool):
-        raise ValueError(f"axis: expected an int, got {axis!r}")
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise ValueError(f"axis: expected an int, got {axis!r}") from None
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis: {axis} is out of range for a {ndim}-d x (allowed {-ndim}..{ndim - 1})")
-    return axis % ndim
-
-
 def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=None, sr_bits: int = 8,
                   pad: bool = False) -> PreparedInput:
     """Step 0 of every scheme: validate, convert to float32, move the axis, pad.
@@ -467,7 +454,7 @@ def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=No
     arr = _as_float_input(x)
     if arr.ndim == 0:
         raise ValueError("x: a 0-d value has no axis to block along; pass at least one dimension")
-    ax = _normalize_axis(axis, arr.ndim)
+    ax = check_axis(axis, arr.ndim)
     mode = check_rounding(rounding)
     if not isinstance(pad, bool):
         raise ValueError(f"pad: expected True or False, got {pad!r}")
