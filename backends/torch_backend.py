@@ -207,9 +207,15 @@ def quantize_mx_blocks(xb, scheme: Scheme, rounding="rne", rbits=None, sr_bits=8
     return codes, scale_codes
 
 
+@lru_cache(maxsize=None)
+def element_values(fmt_name: str) -> tuple:
+    """float32 values of every code of a format (code-indexed, NaN codes NaN), as Python floats."""
+    return tuple(float(np.float32(v)) for v in get_format(fmt_name).values)
+
+
 def dequantize_mx_blocks(codes, scales, scheme: Scheme):
     torch = _torch()
-    vals = _const(element_tables(scheme.element.name)["values"], torch.float32, codes.device)
+    vals = _const(element_values(scheme.element.name), torch.float32, codes.device)
     q = vals[codes.long()]
     p = pow2_f32(scales.to(torch.int32) - 127)
     p = torch.where(scales == 0xFF, torch.full_like(p, float("nan")), p)
@@ -295,7 +301,7 @@ def quantize_two_level_blocks(xb, scheme: Scheme, rounding="rne", rbits=None, sr
 
 def dequantize_two_level_blocks(codes, scales, s_dec, scheme: Scheme):
     torch = _torch()
-    vals = _const(element_tables(scheme.element.name)["values"], torch.float32, codes.device)
+    vals = _const(element_values(scheme.element.name), torch.float32, codes.device)
     q = vals[codes.long()]
     s = scale_values(scales, scheme)
     if scheme.policies["nv_dequant_order"] == "(q*s)*g":
@@ -327,6 +333,18 @@ def check_request(scheme: Scheme, rounding: str):
         check_two_level(scheme)
     elif scheme.structure != "mx":
         raise NotImplementedError(f"{scheme.name}: structure {scheme.structure!r}")
+
+
+#: Random bits per element claimed for ``rounding="sr"`` (capabilities().sr_bits).
+SR_BITS = (1, 24)
+
+
+def check_dequantize(scheme: Scheme):
+    """NotImplementedError unless :func:`dequantize_tensors` handles the scheme: every MX and
+    two-level scheme (any element format, either dequantize order); not HiF4."""
+    if scheme.structure not in ("mx", "two_level"):
+        raise NotImplementedError(f"{scheme.name}: structure {scheme.structure!r} (torch backend dequantizes "
+                                  f"MX and two-level schemes)")
 
 
 def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, **overrides):
@@ -418,16 +436,22 @@ class TorchBackend(_Base):
             rounding=ROUNDINGS,
             operations=("quantize", "dequantize", "encode"),
             formats=ELEMENTS,
-            sr_bits=tuple(range(1, 25)),
+            sr_bits=tuple(range(SR_BITS[0], SR_BITS[1] + 1)),
             notes=f"torch eager float32 ops on {self.device}",
         )
 
-    def supports(self, scheme, rounding="rne") -> bool:
+    def why_unsupported(self, scheme, rounding="rne", sr_bits=8) -> str:
+        """Why this backend cannot quantize ``scheme`` with ``rounding`` ("" if it can; availability aside)."""
         try:
             check_request(get_scheme(scheme) if not isinstance(scheme, Scheme) else scheme, rounding)
-        except NotImplementedError:
-            return False
-        return True
+        except NotImplementedError as exc:
+            return str(exc)
+        if rounding == "sr" and not SR_BITS[0] <= int(sr_bits) <= SR_BITS[1]:
+            return f"sr_bits: {sr_bits} (torch backend: {SR_BITS[0]}..{SR_BITS[1]})"
+        return ""
+
+    def supports(self, scheme, rounding="rne", sr_bits=8) -> bool:
+        return not self.why_unsupported(scheme, rounding, sr_bits)
 
     def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, axis=-1) -> QuantizedTensor:
         from .base import resolve_scheme
@@ -438,7 +462,7 @@ class TorchBackend(_Base):
         g = out["global_scale"]
         return QuantizedTensor.from_moved(_np(out["codes"]), _np(out["scales"]),
                                           None if g is None else np.float32(_np(g)), out["scheme"],
-                                          axis % x.dim(), tuple(x.shape))
+                                          axis % x.dim(), tuple(x.shape), backend=self.name)
 
     def dequantize(self, q: QuantizedTensor) -> np.ndarray:
         """float32 values in x's shape (numpy; :func:`dequantize_tensors` stays on the device)."""
@@ -466,4 +490,5 @@ class TorchBackend(_Base):
         return _np(encode_elements(xt, name, rounding, rb, sr_bits))
 
 
-__all__ = ["TorchBackend", "quantize_tensors", "dequantize_tensors", "encode_elements"]
+__all__ = ["TorchBackend", "check_dequantize", "check_request", "dequantize_tensors", "element_values",
+           "encode_elements", "quantize_tensors"]

@@ -34,7 +34,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from fp4spec import philox as _philox
 from fp4spec.block_schemes import Scheme
+from fp4spec.philox import philox4x32
 from fp4spec.quantized import QuantizedTensor
 
 from .base import Availability, Backend, Capabilities, resolve_scheme
@@ -160,38 +162,12 @@ def philox_rbits(seed, shape, sr_bits: int = 8) -> np.ndarray:
     row-major tensor gets word ``i % 4`` of ``philox(counter=(g mod 2^32, g >> 32, 0, 0),
     key=(seed mod 2^32, seed >> 32))`` with ``g = i // 4``, shifted right by ``32 - sr_bits``
     (its top bits). The element order is the input tensor's, whatever the quantized axis.
+    The numpy implementation is :mod:`fp4spec.philox` (``fp4spec.draw_rbits(...,
+    method="philox")``); here ``sr_bits`` is limited to the kernels' 1..24.
     """
-    sr_bits = int(sr_bits)
-    if not 1 <= sr_bits <= 24:
-        raise ValueError(f"sr_bits: {sr_bits} (1..24)")
-    n = int(np.prod(shape, dtype=np.int64))
-    c0, c1, c2, c3 = philox4x32(np.arange(-(-n // 4), dtype=np.uint64), seed)
-    words = np.stack([c0, c1, c2, c3], axis=-1).reshape(-1)[:n]
-    return (words >> np.uint64(32 - sr_bits)).astype(np.uint32).reshape(shape)
-
-
-def philox4x32(counter, seed, rounds: int = 10):
-    """Philox4x32-10 of counters (c0, c1, 0, 0) = (low, high 32 bits of ``counter``) under the
-    key (seed low, seed high), as Triton's ``tl.randint4x``: four uint64 arrays of 32-bit words."""
-    g = np.asarray(counter, dtype=np.uint64)
-    M32 = np.uint64(0xFFFFFFFF)
-    c0 = g & M32
-    c1 = g >> np.uint64(32)
-    c2 = np.zeros_like(g)
-    c3 = np.zeros_like(g)
-    seed = int(seed) & 0xFFFFFFFFFFFFFFFF
-    k0, k1 = seed & 0xFFFFFFFF, seed >> 32
-    A, B = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
-    for _ in range(rounds):
-        p0 = A * c0  # < 2^64: exact in uint64
-        p2 = B * c2
-        n0 = (p2 >> np.uint64(32)) ^ c1 ^ np.uint64(k0)
-        n2 = (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1)
-        c1, c3 = p2 & M32, p0 & M32
-        c0, c2 = n0, n2
-        k0 = (k0 + 0x9E3779B9) & 0xFFFFFFFF
-        k1 = (k1 + 0xBB67AE85) & 0xFFFFFFFF
-    return c0, c1, c2, c3
+    if isinstance(sr_bits, bool) or not isinstance(sr_bits, (int, np.integer)) or not 1 <= int(sr_bits) <= 24:
+        raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 24] (the triton kernels' range)")
+    return _philox.philox_rbits(seed, shape, int(sr_bits))
 
 
 def _scale_out(rows, cols, dev, layout):
@@ -416,12 +392,16 @@ class TritonBackend(Backend):
             notes=f"triton kernels on {self.device}" + (" (interpreter)" if _interpret() else ""),
         )
 
-    def supports(self, scheme, rounding="rne", sr_bits=8) -> bool:
+    def why_unsupported(self, scheme, rounding="rne", sr_bits=8) -> str:
+        """Why the kernels cannot quantize ``scheme`` with ``rounding`` ("" if they can; availability aside)."""
         try:
             check_request(resolve_scheme(scheme), rounding, sr_bits)
-        except NotImplementedError:
-            return False
-        return bool(self.is_available())
+        except NotImplementedError as exc:
+            return str(exc)
+        return ""
+
+    def supports(self, scheme, rounding="rne", sr_bits=8) -> bool:
+        return not self.why_unsupported(scheme, rounding, sr_bits) and bool(self.is_available())
 
     def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, axis=-1) -> QuantizedTensor:
         import torch
@@ -440,7 +420,7 @@ class TritonBackend(Backend):
             scales = scales.reshape(*xt.shape[:-1], -1)
         g = out["global_scale"]
         return QuantizedTensor.from_moved(tb._np(codes), tb._np(scales), None if g is None else np.float32(tb._np(g)),
-                                          sch, ax, tuple(xt.shape))
+                                          sch, ax, tuple(xt.shape), backend=self.name)
 
     def dequantize(self, q: QuantizedTensor) -> np.ndarray:
         import torch

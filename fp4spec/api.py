@@ -12,14 +12,35 @@ from .number_formats import Format
 from .rounding import DEFAULT_SR_BITS
 
 
-def draw_rbits(shape, sr_bits: int = DEFAULT_SR_BITS, seed=None) -> np.ndarray:
+#: ``draw_rbits`` methods.
+RBITS_METHODS = ("numpy", "philox")
+
+
+def draw_rbits(shape, sr_bits: int = DEFAULT_SR_BITS, seed=None, *, method: str = "numpy") -> np.ndarray:
     """Random bits for ``rounding="sr"``: uint32 integers in [0, 2^sr_bits), reproducible from ``seed``.
 
-    Drawn with ``numpy.random.default_rng(seed).integers(0, 2**sr_bits, size=shape,
-    dtype=np.uint32)``, so the same seed and shape always give the same bits.
+    ``method="numpy"`` (default): drawn with ``numpy.random.default_rng(seed).integers(0,
+    2**sr_bits, size=shape, dtype=np.uint32)``, so the same seed and shape always give the
+    same bits (``seed=None``: fresh entropy).
+
+    ``method="philox"``: the bits the Triton kernels draw on the device for
+    ``rounding="sr"`` with this ``seed`` (Philox4x32-10 as ``tl.randint4x``; element ``i`` of
+    the flat row-major x takes the top ``sr_bits`` bits of word ``i % 4`` of counter ``i // 4``;
+    :mod:`fp4spec.philox`). ``seed`` is required: an integer in [-2^63, 2^64). Pure numpy, so
+    ``quantize(x, s, rounding="sr", rbits=draw_rbits(x.shape, n, seed, method="philox"),
+    sr_bits=n)`` replays a device run anywhere. The kernels draw with sr_bits 1..24; the
+    definition extends to 32.
     """
-    if not isinstance(sr_bits, (int, np.integer)) or not 1 <= int(sr_bits) <= 32:
+    if isinstance(sr_bits, bool) or not isinstance(sr_bits, (int, np.integer)) or not 1 <= int(sr_bits) <= 32:
         raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")
+    if not isinstance(method, str) or method not in RBITS_METHODS:
+        raise ValueError(f"method: {method!r} is not one of {', '.join(map(repr, RBITS_METHODS))}")
+    if method == "philox":
+        from .philox import philox_rbits
+
+        if seed is None:
+            raise ValueError("seed: method='philox' needs an integer seed in [-2**63, 2**64) (the kernels' seed)")
+        return philox_rbits(seed, shape, int(sr_bits))
     return np.random.default_rng(seed).integers(0, 1 << int(sr_bits), size=shape, dtype=np.uint64).astype(np.uint32)
 
 

@@ -13,15 +13,31 @@ Shapes, for x of shape ``S`` quantized along ``axis`` with blocks of k elements:
   per-tensor scale), or None.
 * ``e1_8``, ``e1_16``: HiF4's micro-exponent bits (None for other schemes), in the layout
   :mod:`fp4spec.emulator.hif4` returns, with the blocked axis moved back to ``axis``.
+* ``backend``: the name of the backend that computed it (``"numpy"``, ``"torch"``,
+  ``"triton"``...): provenance for audits, not part of the value (:meth:`QuantizedTensor.equals`
+  ignores it).
+
+The arrays are either all numpy arrays (read-only) or all torch tensors on one device (then
+``global_scale`` is a 0-d float32 tensor on that device). Torch tensors cannot be made
+read-only: a QuantizedTensor holds them as given, so do not modify them in place.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import numpy as np
 
 from .block_schemes import Scheme
+
+_ARRAYS = ("codes", "scales", "e1_8", "e1_16")
+
+
+def _is_torch(a) -> bool:
+    """True if ``a`` is a torch tensor (without importing torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(a, torch.Tensor)
 
 
 def _readonly(a):
@@ -34,24 +50,62 @@ def _readonly(a):
     return a
 
 
+def _moveaxis(a, src: int, dst: int):
+    if _is_torch(a):
+        return a.movedim(src, dst)
+    return np.moveaxis(a, src, dst)
+
+
 def _move_back(a, axis: int, ndim: int):
     """Move the blocked axis (last, or second-to-last for arrays with one extra trailing axis) back to ``axis``."""
     if a is None:
         return None
-    a = np.asarray(a)
+    if not _is_torch(a):
+        a = np.asarray(a)
     if a.ndim == ndim:
-        return np.moveaxis(a, -1, axis)
+        return _moveaxis(a, -1, axis)
     if a.ndim == ndim + 1:
-        return np.moveaxis(a, -2, axis)
-    raise ValueError(f"expected a {ndim}- or {ndim + 1}-d array, got shape {a.shape}")
+        return _moveaxis(a, -2, axis)
+    raise ValueError(f"expected a {ndim}- or {ndim + 1}-d array, got shape {tuple(a.shape)}")
 
 
 def _move_to_end(a, axis: int, ndim: int):
     if a is None:
         return None
     if a.ndim == ndim:
-        return np.moveaxis(a, axis, -1)
-    return np.moveaxis(a, axis, -2)
+        return _moveaxis(a, axis, -1)
+    return _moveaxis(a, axis, -2)
+
+
+def _tensor_fields(fields: dict, global_scale):
+    """Check that torch fields are all torch and on one device; the tensor scale as a 0-d
+    float32 tensor there. Returns the new global_scale."""
+    import torch
+
+    present = {k: v for k, v in fields.items() if v is not None}
+    mixed = [k for k, v in present.items() if not isinstance(v, torch.Tensor)]
+    if mixed:
+        raise TypeError(f"{', '.join(present)}: all numpy arrays or all torch tensors, not a mix "
+                        f"({', '.join(mixed)} not torch tensors)")
+    devices = {str(v.device) for v in present.values()}
+    if len(devices) > 1:
+        raise ValueError(f"{', '.join(present)}: torch tensors must be on one device, got {sorted(devices)}")
+    device = fields["codes"].device
+    if global_scale is None:
+        return None
+    if isinstance(global_scale, torch.Tensor):
+        if global_scale.numel() != 1:
+            raise ValueError(f"global_scale: expected one value, got a tensor of shape {tuple(global_scale.shape)}")
+        return global_scale.detach().reshape(()).to(device=device, dtype=torch.float32)
+    return torch.tensor(float(np.float32(global_scale)), dtype=torch.float32, device=device)
+
+
+def _f32_bits(g) -> np.uint32 | None:
+    if g is None:
+        return None
+    if _is_torch(g):
+        g = g.detach().cpu().numpy()
+    return np.asarray(g, dtype=np.float32).reshape(()).view(np.uint32)[()]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -59,7 +113,8 @@ class QuantizedTensor:
     """A block-quantized tensor (see the module docstring for the fields' shapes).
 
     ``axis`` is the (non-negative) axis the blocks run along; ``shape`` is the shape of the
-    quantized x before padding. Arrays are read-only.
+    quantized x before padding. Numpy arrays are read-only; torch tensors (all fields on one
+    device) are held as given. ``backend`` names what computed it.
     """
 
     codes: np.ndarray
@@ -70,34 +125,83 @@ class QuantizedTensor:
     shape: tuple[int, ...]
     e1_8: np.ndarray | None = None
     e1_16: np.ndarray | None = None
+    backend: str = "numpy"
 
     def __post_init__(self):
-        for name in ("codes", "scales", "e1_8", "e1_16"):
-            object.__setattr__(self, name, _readonly(getattr(self, name)))
-        if self.global_scale is not None:
-            object.__setattr__(self, "global_scale", np.float32(self.global_scale))
+        fields = {name: getattr(self, name) for name in _ARRAYS}
+        if any(_is_torch(a) for a in fields.values()):
+            object.__setattr__(self, "global_scale", _tensor_fields(fields, self.global_scale))
+        else:
+            for name, a in fields.items():
+                object.__setattr__(self, name, _readonly(a))
+            if self.global_scale is not None:
+                object.__setattr__(self, "global_scale", np.float32(self.global_scale))
         object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+        if not isinstance(self.backend, str) or not self.backend:
+            raise ValueError(f"backend: expected a backend name (a non-empty string), got {self.backend!r}")
 
     @classmethod
-    def from_moved(cls, codes, scales, global_scale, scheme: Scheme, axis: int, shape, *, e1_8=None, e1_16=None):
+    def from_moved(cls, codes, scales, global_scale, scheme: Scheme, axis: int, shape, *, e1_8=None, e1_16=None,
+                   backend: str = "numpy"):
         """Build from arrays whose blocked axis is last (the emulator's layout).
 
-        Takes ownership: the arrays are made read-only, not copied.
+        Takes ownership: numpy arrays are made read-only, not copied; torch tensors are
+        viewed, not copied.
         """
         nd = len(shape)
         for a in (codes, scales, e1_8, e1_16):
             if isinstance(a, np.ndarray):
                 a.setflags(write=False)
-        return cls(np.moveaxis(codes, -1, axis), _move_back(scales, axis, nd), global_scale, scheme, axis,
-                   tuple(shape), _move_back(e1_8, axis, nd), _move_back(e1_16, axis, nd))
+        return cls(_moveaxis(codes, -1, axis), _move_back(scales, axis, nd), global_scale, scheme, axis,
+                   tuple(shape), _move_back(e1_8, axis, nd), _move_back(e1_16, axis, nd), backend=backend)
 
     def moved(self) -> dict:
         """codes, scales, e1_8, e1_16 with the blocked axis last (the emulator's layout)."""
         nd = len(self.shape)
-        return {"codes": np.moveaxis(self.codes, self.axis, -1),
+        return {"codes": _moveaxis(self.codes, self.axis, -1),
                 "scales": _move_to_end(self.scales, self.axis, nd),
                 "e1_8": _move_to_end(self.e1_8, self.axis, nd),
                 "e1_16": _move_to_end(self.e1_16, self.axis, nd)}
+
+    @property
+    def is_torch(self) -> bool:
+        """True if the fields are torch tensors (see :meth:`to_numpy`, :meth:`to_torch`)."""
+        return _is_torch(self.codes)
+
+    @property
+    def device(self):
+        """The torch device of the fields, or ``"cpu"`` for numpy arrays."""
+        return self.codes.device if self.is_torch else "cpu"
+
+    def to_numpy(self) -> "QuantizedTensor":
+        """An equal QuantizedTensor of (read-only) numpy arrays; itself if it already is one."""
+        if not self.is_torch:
+            return self
+
+        def np_(a):
+            return None if a is None else a.detach().cpu().numpy()
+
+        g = self.global_scale
+        return QuantizedTensor(np_(self.codes), np_(self.scales), None if g is None else np_(g).reshape(())[()],
+                               self.scheme, self.axis, self.shape, np_(self.e1_8), np_(self.e1_16),
+                               backend=self.backend)
+
+    def to_torch(self, device="cpu") -> "QuantizedTensor":
+        """An equal QuantizedTensor of torch tensors on ``device`` (copies)."""
+        import torch
+
+        def t_(a):
+            if a is None:
+                return None
+            if _is_torch(a):
+                return a.to(device)
+            return torch.from_numpy(np.array(a, order="C", copy=True)).to(device)
+
+        g = self.global_scale
+        if g is not None and not _is_torch(g):
+            g = torch.from_numpy(np.array(g, dtype=np.float32).reshape(1)).reshape(())
+        return QuantizedTensor(t_(self.codes), t_(self.scales), None if g is None else t_(g), self.scheme,
+                               self.axis, self.shape, t_(self.e1_8), t_(self.e1_16), backend=self.backend)
 
     @property
     def n_blocks(self) -> int:
@@ -106,16 +210,18 @@ class QuantizedTensor:
 
     @property
     def padded(self) -> bool:
-        return self.codes.shape != self.shape
+        return tuple(self.codes.shape) != self.shape
 
-    def dequantize(self) -> np.ndarray:
-        """float32 values in x's shape; see :func:`fp4spec.quantize_api.dequantize`."""
+    def dequantize(self):
+        """float32 values in x's shape (a numpy array, or a torch tensor on the fields' device);
+        see :func:`fp4spec.quantize_api.dequantize`."""
         from .quantize_api import dequantize
 
         return dequantize(self)
 
-    def pack(self, order: str = "lo_first") -> np.ndarray:
-        """Pack the codes for storage along the blocked axis.
+    def pack(self, order: str = "lo_first"):
+        """Pack the codes for storage along the blocked axis (numpy in, numpy out; torch
+        tensors are packed with torch ops on their device).
 
         4-bit elements: two codes per byte (:func:`fp4spec.pack`; ``order="lo_first"``, the
         NVIDIA/PyTorch order, or ``"hi_first"``). 8-bit elements: the codes themselves (one
@@ -124,6 +230,8 @@ class QuantizedTensor:
         from .packing import pack
 
         bits = self.scheme.element.bits
+        if self.is_torch:
+            return _pack_torch(self.codes, bits, self.scheme.element.name, order, self.axis)
         if bits == 4:
             return pack(self.codes, order=order, axis=self.axis)
         if bits == 8:
@@ -132,29 +240,57 @@ class QuantizedTensor:
 
     def equals(self, other: "QuantizedTensor") -> bool:
         """Bit-exact equality of every field (codes, scales, tensor-scale bits, HiF4 bits,
-        scheme, axis, shape)."""
+        scheme, axis, shape), numpy and torch alike (a torch QuantizedTensor equals its
+        :meth:`to_numpy`). ``backend`` is provenance and is not compared."""
         if not isinstance(other, QuantizedTensor):
             return False
+        a, b = self.to_numpy(), other.to_numpy()
 
         def same(a, b):
             if a is None or b is None:
                 return a is None and b is None
             return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
 
-        def same_f32(a, b):
-            if a is None or b is None:
-                return a is None and b is None
-            return np.float32(a).view(np.uint32) == np.float32(b).view(np.uint32)
-
-        return (self.scheme == other.scheme and self.axis == other.axis and self.shape == other.shape
-                and same(self.codes, other.codes) and same(self.scales, other.scales)
-                and same_f32(self.global_scale, other.global_scale)
-                and same(self.e1_8, other.e1_8) and same(self.e1_16, other.e1_16))
+        return (a.scheme == b.scheme and a.axis == b.axis and a.shape == b.shape
+                and same(a.codes, b.codes) and same(a.scales, b.scales)
+                and _f32_bits(a.global_scale) == _f32_bits(b.global_scale)
+                and same(a.e1_8, b.e1_8) and same(a.e1_16, b.e1_16))
 
     def __repr__(self) -> str:
-        g = "None" if self.global_scale is None else str(self.global_scale)  # shortest float32 digits
+        g = self.global_scale
+        if g is not None and _is_torch(g):
+            g = g.detach().cpu().numpy().reshape(())[()]
+        g = "None" if g is None else str(g)  # shortest float32 digits
+        extra = "" if self.backend == "numpy" else f", backend={self.backend!r}"  # the emulator: as always
+        if self.is_torch:
+            extra += f", device={self.codes.device}"
         return (f"QuantizedTensor(scheme={self.scheme.name!r}, shape={self.shape}, axis={self.axis}, "
-                f"codes={self.codes.shape}, scales={self.scales.shape}, global_scale={g})")
+                f"codes={tuple(self.codes.shape)}, scales={tuple(self.scales.shape)}, global_scale={g}{extra})")
+
+
+def _pack_torch(codes, bits: int, element: str, order: str, axis: int):
+    """:meth:`QuantizedTensor.pack` of torch codes, in torch ops on their device."""
+    import torch
+
+    from .packing import _check_order
+
+    order = _check_order(order)
+    if bits == 8:
+        return codes.to(torch.uint8).clone()
+    if bits != 4:
+        raise NotImplementedError(f"pack: {bits}-bit elements ({element}) have no specified packed layout")
+    c = codes.movedim(axis, -1)
+    n = c.shape[-1]
+    if n % 2:
+        raise ValueError(f"codes: length {n} along axis {axis} is odd; packing needs an even length "
+                         f"(pad with a zero code first)")
+    if c.dtype != torch.uint8:
+        raise ValueError(f"codes: expected a uint8 tensor of 4-bit codes, got {c.dtype}")
+    if c.numel() and int(c.max()) > 15:
+        raise ValueError(f"codes: every entry must lie in 0..15, found {int(c.max())}")
+    first, second = c[..., 0::2], c[..., 1::2]
+    out = first | (second << 4) if order == "lo_first" else (first << 4) | second
+    return out.movedim(-1, axis).contiguous()
 
 
 __all__ = ["QuantizedTensor"]
