@@ -10,8 +10,9 @@ only ever talks to this interface, so checking a new kernel means writing one sm
 * :meth:`Backend.capabilities` -- what it claims: schemes, rounding modes, operations. The
   conformance suite checks exactly the claims, nothing more.
 * :meth:`Backend.quantize` (required), :meth:`Backend.dequantize`, :meth:`Backend.encode`,
-  :meth:`Backend.pack`, :meth:`Backend.to_blocked` (optional, claimed in
-  ``capabilities().operations``).
+  :meth:`Backend.pack`, :meth:`Backend.to_blocked`, :meth:`Backend.matmul` (optional, claimed
+  in ``capabilities().operations``; ``matmul`` also names the accumulator models it
+  implements in ``capabilities().accumulators``).
 
 Data crosses the interface as numpy arrays: ``quantize`` receives a float32 numpy array
 whose blocked axis is the last one and returns a :class:`fp4spec.QuantizedTensor` (codes and
@@ -33,7 +34,8 @@ import numpy as np
 from fp4spec.block_schemes import OVERRIDES, Scheme, get_scheme, schemes as _catalogue
 from fp4spec.rounding import DEFAULT_SR_BITS, ROUNDING_MODES
 
-#: Operations a backend may claim. ``quantize`` is required; ``matmul`` is reserved.
+#: Operations a backend may claim. ``quantize`` is required; ``matmul`` comes with
+#: ``Capabilities.accumulators``.
 OPERATIONS = ("quantize", "dequantize", "encode", "pack", "to_blocked", "matmul")
 
 
@@ -139,6 +141,35 @@ def scheme_spec(scheme: "str | Scheme") -> str:
 
 # -- capabilities ------------------------------------------------------------------------------------
 
+def _known_accumulators() -> str:
+    from fp4spec.accumulator_models import accumulators
+
+    return ", ".join(map(repr, accumulators))
+
+
+def _accumulator_names(value) -> tuple[str, ...]:
+    """Catalogue names of ``value`` (names or registered AccumulatorModel objects), in order, once each."""
+    from fp4spec.accumulator_models import AccumulatorModel, accumulators
+
+    items = (value,) if isinstance(value, (str, AccumulatorModel)) else value
+    try:
+        items = tuple(items)
+    except TypeError:
+        raise BackendError(f"accumulators: expected a sequence of model names, got {value!r}") from None
+    out = []
+    for item in items:
+        name = item.name if isinstance(item, AccumulatorModel) else item
+        if not isinstance(name, str) or name not in accumulators:
+            raise BackendError(f"accumulators: {item!r} is not one of {_known_accumulators()} "
+                               f"(register a measured model with fp4spec.register_accumulator first)")
+        if isinstance(item, AccumulatorModel) and accumulators[name] != item:
+            raise BackendError(f"accumulators: the model object named {name!r} differs from the catalogued "
+                               f"model of that name; register it under its own name")
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
 def _tuple_of_str(value, field: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = (value,)
@@ -165,6 +196,10 @@ class Capabilities:
         any_overrides: True if every override of a claimed scheme is supported too (the
             reference backend); then ``--scheme mxfp4:scale_rule=ceil`` may be asked for.
         notes: free text shown in reports (device, library version, compute dtype...).
+        accumulators: accumulator models (names in :data:`fp4spec.accumulators`, or
+            :class:`~fp4spec.AccumulatorModel` objects registered there) that
+            :meth:`Backend.matmul` implements bit for bit. Required with ``"matmul"``, and
+            only allowed with it. Stored as names.
     """
 
     schemes: tuple = ()
@@ -175,6 +210,7 @@ class Capabilities:
     sr_bits: tuple[int, ...] = (DEFAULT_SR_BITS,)
     any_overrides: bool = False
     notes: str = ""
+    accumulators: tuple[str, ...] = ()
 
     def __post_init__(self):
         specs = tuple(scheme_spec(s) for s in _tuple_of_str(self.schemes, "schemes"))
@@ -203,6 +239,14 @@ class Capabilities:
         if any(not 1 <= b <= 32 for b in bits):
             raise BackendError(f"sr_bits: {self.sr_bits!r} must be integers in [1, 32]")
         object.__setattr__(self, "sr_bits", bits)
+        accs = _accumulator_names(self.accumulators)
+        if accs and "matmul" not in ops:
+            raise BackendError(f"accumulators: {', '.join(map(repr, accs))} given but operation 'matmul' is not "
+                               f"claimed; add 'matmul' to operations")
+        if "matmul" in ops and not accs:
+            raise BackendError("accumulators: operation 'matmul' is claimed but no accumulator model is named; "
+                               f"give the models it implements bit for bit, among {_known_accumulators()}")
+        object.__setattr__(self, "accumulators", accs)
 
     def supports(self, operation: str) -> bool:
         """True if ``operation`` (one of :data:`OPERATIONS`) is claimed."""
@@ -284,6 +328,17 @@ class Backend:
         """A 2-D scale matrix in the backend's swizzled storage, as :func:`fp4spec.to_blocked`
         (optional, ``"to_blocked"``)."""
         raise NotImplementedError(self._missing("to_blocked"))
+
+    def matmul(self, qa, qb, *, accumulator: str, c=None) -> np.ndarray:
+        """D = A . B^T (+ c) of two block-quantized operands, as :func:`fp4spec.matmul` with the
+        accumulator model named ``accumulator`` (optional, ``"matmul"``; ``accumulator`` is one
+        of ``capabilities().accumulators``).
+
+        ``qa`` (M x K) and ``qb`` (N x K) are :class:`fp4spec.QuantizedTensor` blocked along K
+        (uint8 codes and scale codes, float32 tensor scale); ``c`` is None (start from +0) or a
+        float32 (M, N) initial accumulator. Returns float32 (M, N), NaN bit patterns included.
+        """
+        raise NotImplementedError(self._missing("matmul"))
 
     def _missing(self, op: str) -> str:
         return f"{op}: backend {self.name!r} does not implement it (and should not claim it in capabilities())"

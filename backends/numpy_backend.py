@@ -2,8 +2,9 @@
 
 It supports everything the spec defines -- every catalogued scheme and every override of
 one, every rounding mode (HiF4: its own rounding only), any ``sr_bits`` in [1, 32], and the
-optional operations ``dequantize``, ``encode``, ``pack`` (low nibble first) and
-``to_blocked`` (cuBLAS 128x4). It is the reference the conformance suite compares other
+optional operations ``dequantize``, ``encode``, ``pack`` (low nibble first),
+``to_blocked`` (cuBLAS 128x4) and ``matmul`` (:func:`fp4spec.matmul`, with every accumulator
+model of :data:`fp4spec.accumulators`). It is the reference the conformance suite compares other
 backends with; the emulator it wraps is tested equal to the scalar reference elsewhere.
 """
 
@@ -13,6 +14,7 @@ import importlib.util
 
 import numpy as np
 
+from fp4spec.accumulator_models import accumulators as _accumulators
 from fp4spec.block_schemes import schemes as _schemes
 from fp4spec.layouts import to_blocked as _to_blocked
 from fp4spec.number_formats import formats as _formats
@@ -43,12 +45,13 @@ class NumpyBackend(Backend):
         return Capabilities(
             schemes=names,
             rounding=ROUNDING_MODES,
-            operations=("quantize", "dequantize", "encode", "pack", "to_blocked"),
+            operations=("quantize", "dequantize", "encode", "pack", "to_blocked", "matmul"),
             formats=tuple(_formats),
             scheme_rounding={"hif4": ("rne",)} if hif4 else {},
             sr_bits=tuple(range(1, 33)),
             any_overrides=True,
             notes="fp4spec emulator (numpy, float32 operations as the spec states them)",
+            accumulators=tuple(_accumulators),
         )
 
     def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=DEFAULT_SR_BITS):
@@ -71,6 +74,11 @@ class NumpyBackend(Backend):
 
     def to_blocked(self, scales) -> np.ndarray:
         return _to_blocked(scales)
+
+    def matmul(self, qa, qb, *, accumulator, c=None) -> np.ndarray:
+        from fp4spec.matmul_api import matmul
+
+        return matmul(qa, qb, accumulator=accumulator, c=c)
 
 
 __all__ = ["NumpyBackend"]

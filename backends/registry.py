@@ -60,7 +60,7 @@ def _import_target(spec: str):
 class _Wrapped(Backend):
     """A duck-typed backend object seen through the Backend interface."""
 
-    _FORWARD = ("capabilities", "quantize", "dequantize", "encode", "pack", "to_blocked")
+    _FORWARD = ("capabilities", "quantize", "dequantize", "encode", "pack", "to_blocked", "matmul")
 
     def __init__(self, obj, name: str):
         self._obj = obj

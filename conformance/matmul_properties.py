@@ -20,6 +20,10 @@ Case families (:data:`FAMILIES`), each aimed at a place where accumulator models
   RZ/RNE and the position of c in the chain change the result.
 * ``subnormal`` -- scales so small that results land in the float32 subnormal range (the
   exponent given to zero terms, ``e_zero``, and the sign of zero matter here).
+* ``truncation`` -- in every K step two equal and opposite large terms cancel exactly and
+  the small terms about 2^-F below them are what remains, so the alignment width F shows
+  in the result's low bits (one fractional bit more or less changes it; the other families
+  see F only by chance).
 
 A backend is a callable ``backend_matmul(qa, qb, *, accumulator, c) -> float32 (M, N)``.
 The generators are plain numpy functions of a seed so that :mod:`.matmul_vectors` can write
@@ -38,7 +42,7 @@ from fp4spec.accumulator_models import AccumulatorModel, check_operands, get_acc
 from fp4spec.block_schemes import Scheme, get_scheme
 from fp4spec.quantized import QuantizedTensor
 
-FAMILIES = ("random", "wide_scales", "cancellation", "nan_scales", "alignment", "subnormal")
+FAMILIES = ("random", "wide_scales", "cancellation", "nan_scales", "alignment", "subnormal", "truncation")
 
 #: Schemes tried for every model (those the model rejects are skipped).
 CANDIDATE_SCHEMES = ("mxfp4", "nvfp4", "ufp4", "nvint4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3",
@@ -315,6 +319,81 @@ def gen_subnormal(rng, model, sch, m, n, k):
     return MatmulCase("subnormal", a, b, c)
 
 
+def _negation(fmt) -> np.ndarray | None:
+    """code -> code of the negated value (None for an unsigned format)."""
+    if not fmt.signed:
+        return None
+    neg = np.arange(1 << fmt.bits, dtype=np.uint8)
+    for code in fmt.finite_codes:
+        if fmt.values[code] != 0:
+            neg[code] = _code_of(fmt, -fmt.values[code])
+    return neg
+
+
+def _nearest_scale_codes(sch: Scheme, log2_target: np.ndarray) -> np.ndarray:
+    """The positive, non-NaN scale code whose log2 value is nearest each target."""
+    valid = _valid_scale_codes(sch)
+    vals = sch.scale.values[valid]
+    valid, logv = valid[vals > 0], np.log2(vals[vals > 0])
+    return valid[np.argmin(np.abs(logv[None, :] - np.ravel(log2_target)[:, None]), axis=1)].reshape(
+        np.shape(log2_target)).astype(np.uint8)
+
+
+def gen_truncation(rng, model, sch, m, n, k):
+    """Every K step starts with two equal and opposite large terms (2u products, u the
+    model's products per term: its group for ``"group"`` scales, else 1), which cancel
+    exactly; the rest of the step is small terms about 2^-F below them (F the model's
+    fractional bits; block scales and small element values set the distance, a few bits
+    either side). The result is the sum of the small terms as the alignment cut leaves them,
+    so F (and the truncation of the accumulator) shows in its low bits: one fractional bit
+    more or less changes it. c is +0 or about as small as the small terms."""
+    F = _frac_bits(model)
+    fmt, blk, ku = sch.element, sch.block_size, k_unit(model, sch)
+    u = model.group_size if model.scales == "group" else 1
+    fin = np.array([c for c in fmt.finite_codes if fmt.values[c] != 0], np.uint8)
+    mag = np.abs(fmt.values[fin])
+    large, small = fin[mag >= np.median(mag)], fin[mag <= np.median(mag)]
+    large_pos = large[fmt.values[large] > 0]
+    neg = _negation(fmt)
+    # the large blocks' scale: 2^[-2, 2] for E8M0, the top of the range for small-range scales
+    valid = _valid_scale_codes(sch)
+    top = valid[np.argsort(sch.scale.values[valid])][-4:]
+    big_code = int(rng.choice(top)) if sch.scale.name != "e8m0" else int(127 + rng.integers(-2, 3))
+    big_log2 = float(np.log2(sch.scale.values[big_code]))
+
+    def operand(rows, negate):
+        codes = _elements(rng, sch, (rows, k), zero_p=0.2)
+        scales = np.empty((rows, k // blk), np.uint8)
+        # each row's share of the distance: F/2 give or take a few bits
+        t = np.rint((F + rng.integers(-6, 3, rows)) / 2.0)
+        small_codes = _nearest_scale_codes(sch, big_log2 - t[:, None] + rng.integers(-1, 2, (rows, k // blk)))
+        for p0 in range(0, k, ku):
+            first = rng.choice(large_pos, (rows, u))
+            codes[:, p0:p0 + u] = first
+            codes[:, p0 + u:p0 + 2 * u] = neg[first] if (negate and neg is not None) else first
+            big_blocks = range(p0 // blk, (p0 + 2 * u - 1) // blk + 1)
+            for b in range(p0 // blk, (p0 + ku) // blk):
+                scales[:, b] = big_code if b in big_blocks else small_codes[:, b]
+            # elements sharing a large block's scale but not in the pair: small values
+            lo, hi = p0 + 2 * u, min(p0 + ku, (big_blocks[-1] + 1) * blk)
+            if hi > lo:
+                codes[:, lo:hi] = rng.choice(small, (rows, hi - lo))
+        return make_operand(codes, scales, sch, _global(rng, sch))
+
+    a = operand(m, negate=False)
+    b = operand(n, negate=True)
+    c = None
+    if rng.random() < 0.5:
+        pa, pb = _dequant64(a)[:, :u], _dequant64(b)[:, :u]
+        big = np.abs(pa @ pb.T)
+        e = np.floor(np.log2(np.where(big > 0, big, 1.0))).astype(np.int64)
+        d = np.clip(e - F + rng.integers(-3, 8, (m, n)), -149, 127)
+        man = rng.integers(0, 1 << 23, (m, n))
+        c = (np.ldexp(1.0 + man / float(1 << 23), d) * np.where(rng.random((m, n)) < 0.5, -1.0, 1.0)).astype(
+            np.float32)
+    return MatmulCase("truncation", a, b, c)
+
+
 GENERATORS: dict[str, Callable] = {
     "random": gen_random,
     "wide_scales": gen_wide_scales,
@@ -322,6 +401,7 @@ GENERATORS: dict[str, Callable] = {
     "nan_scales": gen_nan_scales,
     "alignment": gen_alignment,
     "subnormal": gen_subnormal,
+    "truncation": gen_truncation,
 }
 
 
@@ -371,7 +451,10 @@ def first_mismatch(expected: np.ndarray, got) -> str | None:
 class MatmulPropertyResult:
     """Outcome of one property over ``examples`` generated cases: ``status`` is ``"PASS"``,
     ``"FAIL"`` (a result differs; ``failure`` holds the first mismatch and the shrunk case)
-    or ``"ERROR"`` (the backend raised; ``failure`` holds the exception)."""
+    or ``"ERROR"`` (the backend raised; ``failure`` holds the exception).
+
+    ``case`` is the failing :class:`MatmulCase`, ``expected`` and ``actual`` the reference's
+    and the backend's outputs for it (None where they do not exist)."""
 
     name: str
     accumulator: str
@@ -379,6 +462,9 @@ class MatmulPropertyResult:
     examples: int
     schemes: tuple[str, ...] = ()
     failure: str | None = None
+    case: MatmulCase | None = None
+    expected: np.ndarray | None = None
+    actual: np.ndarray | None = None
 
     @property
     def passed(self) -> bool:
@@ -390,15 +476,18 @@ class MatmulPropertyResult:
 
 
 def check_matmul(backend_matmul: Callable, accumulator: "str | AccumulatorModel", *, seed: int = 0,
-                 max_examples: int = 25, families=FAMILIES, schemes=None) -> list[MatmulPropertyResult]:
+                 max_examples: int = 25, families=FAMILIES, schemes=None,
+                 shrink: bool = True) -> list[MatmulPropertyResult]:
     """Check a backend's GEMM against ``fp4spec.matmul(..., accumulator=...)``, bit for bit.
 
     For every family (:data:`FAMILIES`) one property: for cases drawn by :func:`matmul_cases`
-    (hypothesis, seeded by ``seed``, ``max_examples`` each), ``backend_matmul(qa, qb,
-    accumulator=name, c=c)`` equals :func:`fp4spec.matmul` in every bit (NaN patterns
-    included). Returns one :class:`MatmulPropertyResult` per family.
+    (hypothesis, seeded by ``seed``, ``max_examples`` each, A and B from ``schemes``, default
+    every scheme the model takes), ``backend_matmul(qa, qb, accumulator=name, c=c)`` equals
+    :func:`fp4spec.matmul` in every bit (NaN patterns included). ``shrink=False`` reports
+    the first failing case as drawn (faster). Returns one :class:`MatmulPropertyResult` per
+    family. An exception from the reference itself propagates.
     """
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hseed
 
     from fp4spec.matmul_api import matmul
@@ -408,12 +497,14 @@ def check_matmul(backend_matmul: Callable, accumulator: "str | AccumulatorModel"
     results = []
     for family in families:
         count = [0]
-        last = [None]
-        error = [None]
+        last = [None]     # (message, case, expected, actual) of the latest failing case
+        error = [None]    # (message, case) of a backend exception
 
         @hseed(seed)
         @settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
-                  suppress_health_check=list(HealthCheck), print_blob=False)
+                  phases=(Phase.generate, Phase.shrink) if shrink else (Phase.generate,),
+                  suppress_health_check=list(HealthCheck), print_blob=False, verbosity=Verbosity.quiet,
+                  report_multiple_bugs=False)
         @given(matmul_cases(model, family, schemes))
         def prop(case):
             if error[0] is not None:        # a backend that raises is reported once, not shrunk
@@ -423,38 +514,145 @@ def check_matmul(backend_matmul: Callable, accumulator: "str | AccumulatorModel"
             try:
                 got = backend_matmul(case.qa, case.qb, accumulator=model.name, c=case.c)
             except Exception as err:
-                error[0] = f"{type(err).__name__}: {err}\n{case.describe()}"
+                error[0] = (f"{type(err).__name__}: {err}\n{case.describe()}", case)
                 return
             msg = first_mismatch(want, got)
             if msg is not None:
-                last[0] = f"{msg}\n{case.describe()}"
-                raise AssertionError(last[0])
+                last[0] = (f"{msg}\n{case.describe()}", case, want, got)
+                raise AssertionError(last[0][0])
+
+        def failed(note=None):
+            msg, case, want, got = last[0]
+            return MatmulPropertyResult(family, model.name, "FAIL", count[0], schemes,
+                                        msg if note is None else f"{msg}\n{note}", case, want, np.asarray(got))
 
         try:
             prop()
             if error[0] is None:
                 results.append(MatmulPropertyResult(family, model.name, "PASS", count[0], schemes))
             else:
-                results.append(MatmulPropertyResult(family, model.name, "ERROR", count[0], schemes, error[0]))
+                results.append(MatmulPropertyResult(family, model.name, "ERROR", count[0], schemes, error[0][0],
+                                                    error[0][1]))
         except AssertionError:
-            results.append(MatmulPropertyResult(family, model.name, "FAIL", count[0], schemes, last[0]))
+            results.append(failed())
+        except Exception:
+            if last[0] is None:             # not a departure: a bug of the suite or of the reference
+                raise
+            # e.g. hypothesis' Flaky: the backend answered differently when the case was replayed
+            results.append(failed("the backend's answer for this case was not reproducible on a replay"))
     return results
+
+
+# =====================================================================================
+# Counterexamples for the conformance report
+# =====================================================================================
+
+def _hex_row(codes, bits: int) -> str:
+    width = 1 if bits <= 4 else 2
+    return "".join(f"{int(v):0{width}X}" for v in np.ravel(codes))
+
+
+def case_record(case: MatmulCase) -> dict:
+    """The whole case as plain lists (JSON reports): element and scale codes, tensor scales
+    (float32 bit patterns), c bits (None: +0); enough to replay it with :func:`make_operand`."""
+    def g(q):
+        return None if q.global_scale is None else f"0x{int(np.float32(q.global_scale).view(np.uint32)):08X}"
+
+    return {"family": case.family, "scheme": case.qa.scheme.name, "scheme_b": case.qb.scheme.name,
+            "a_codes": np.asarray(case.qa.codes).tolist(), "a_scales": np.asarray(case.qa.scales).tolist(),
+            "a_global_bits": g(case.qa),
+            "b_codes": np.asarray(case.qb.codes).tolist(), "b_scales": np.asarray(case.qb.scales).tolist(),
+            "b_global_bits": g(case.qb),
+            "c_bits": None if case.c is None else [[f"0x{int(b):08X}" for b in row]
+                                                   for row in np.asarray(case.c, np.float32).view(np.uint32)]}
+
+
+def _case_notes(case: MatmulCase, i: int | None = None, j: int | None = None) -> list[str]:
+    from .report import f32_hex, f32_text
+
+    qa, qb = case.qa, case.qb
+    (m, k), n = np.shape(qa.codes), np.shape(qb.codes)[0]
+    notes = [f"family {case.family}: A {qa.scheme.name} {m} x {k}, B {qb.scheme.name} {n} x {k}, "
+             f"c {'given' if case.c is not None else '+0'}"]
+    if i is None:
+        return notes
+    ea, eb = qa.scheme.element.bits, qb.scheme.element.bits
+    notes.append(f"A row {i}: codes {_hex_row(qa.codes[i], ea)}, scales {_hex_row(qa.scales[i], 8)}")
+    notes.append(f"B row {j}: codes {_hex_row(qb.codes[j], eb)}, scales {_hex_row(qb.scales[j], 8)}")
+    if qa.global_scale is not None or qb.global_scale is not None:
+        notes.append("tensor scales: " + ", ".join(
+            f"{name} = {f32_text(q.global_scale)} ({f32_hex(q.global_scale)})"
+            for name, q in (("gA", qa), ("gB", qb)) if q.global_scale is not None))
+    if case.c is not None:
+        notes.append(f"c[{i}, {j}] = {f32_text(case.c[i, j])} ({f32_hex(case.c[i, j])})")
+    return notes
+
+
+def mismatch_counterexample(case: MatmulCase, expected: np.ndarray, actual, accumulator: str, *,
+                            prefix: str = "", where: dict | None = None):
+    """A report :class:`~fp4spec.conformance.report.Counterexample` for a GEMM output that
+    differs (None if ``actual`` equals ``expected`` bit for bit): the first differing output
+    ``d[i, j]`` (row-major order) with both bit patterns and values, how many differ, row i of A and row j of B (element and scale codes in
+    hex, one digit per 4-bit code), c[i, j], the tensor scales, and what the ``exact`` model
+    gives there; the whole case in ``tensor`` (JSON reports)."""
+    from fp4spec.matmul_api import matmul
+
+    from .report import Counterexample, f32_hex, f32_text
+
+    msg = first_mismatch(expected, actual)
+    if msg is None:
+        return None
+    got = np.asarray(actual)
+    ctx = {"accumulator": accumulator}
+    if got.shape != expected.shape or got.dtype != np.float32:
+        return Counterexample(prefix + msg, field="matmul", where=dict(where or {}), notes=_case_notes(case),
+                              context=ctx, tensor=case_record(case))
+    e, g = expected.view(np.uint32), got.view(np.uint32)
+    bad = np.argwhere(e != g)
+    i, j = map(int, bad[0])
+    what = (f"{prefix}d[{i}, {j}]: expected 0x{int(e[i, j]):08X} ({f32_text(expected[i, j])}), got "
+            f"0x{int(g[i, j]):08X} ({f32_text(got[i, j])}); {len(bad)} of {e.size} outputs differ")
+    notes = _case_notes(case, i, j)
+    try:
+        x = matmul(case.qa, case.qb, accumulator="exact", c=case.c)[i, j]
+        notes.append(f"the exact sum rounded once (model 'exact') is {f32_text(x)} ({f32_hex(x)})")
+    except (ValueError, NotImplementedError):
+        pass
+    return Counterexample(what, field="matmul", expected=[f"0x{int(e[i, j]):08X}"],
+                          actual=[f"0x{int(g[i, j]):08X}"], where={**(where or {}), "row": i, "column": j},
+                          notes=notes, context=ctx, tensor=case_record(case))
 
 
 def to_report_rows(results: list[MatmulPropertyResult]) -> list:
     """The results as rows of the conformance report
     (:class:`fp4spec.conformance.report.PropertyResult`): property ``matmul/<family>``,
-    scheme the schemes drawn, rounding ``acc=<model>``."""
-    from .report import Counterexample, PropertyResult
+    scheme the schemes drawn (comma-separated), rounding ``acc=<model>``.
+
+    A backend that raised (``ERROR`` here) is a departure in the report: status ``FAIL``
+    with a counterexample of field ``exception`` (the report keeps ``ERROR`` for failures of
+    the suite itself). A differing result gives field ``matmul``
+    (:func:`mismatch_counterexample`).
+    """
+    from .report import FAIL, Counterexample, PropertyResult
 
     rows = []
     for r in results:
         cx = None
-        if r.failure:
+        status = FAIL if r.status == "ERROR" else r.status
+        if r.status == "FAIL" and r.case is not None and r.expected is not None:
+            cx = mismatch_counterexample(r.case, r.expected, r.actual, r.accumulator)
+            if r.failure and r.failure.endswith("not reproducible on a replay"):
+                cx.notes.append(r.failure.rsplit("\n", 1)[-1])
+        elif r.failure:
             first, _, rest = r.failure.partition("\n")
-            cx = Counterexample(first, field="matmul", notes=[line.strip() for line in rest.splitlines() if line.strip()],
-                                context={"accumulator": r.accumulator})
-        rows.append(PropertyResult(f"matmul/{r.name}", ",".join(r.schemes), f"acc={r.accumulator}", r.status,
+            field = "exception" if r.status == "ERROR" else "matmul"
+            if field == "exception":
+                first = f"matmul raised {first}"
+            notes = _case_notes(r.case) if r.case is not None else \
+                [line.strip() for line in rest.splitlines() if line.strip()]
+            cx = Counterexample(first, field=field, notes=notes, context={"accumulator": r.accumulator},
+                                tensor=None if r.case is None else case_record(r.case))
+        rows.append(PropertyResult(f"matmul/{r.name}", ",".join(r.schemes), f"acc={r.accumulator}", status,
                                    examples=r.examples, counterexample=cx))
     return rows
 
@@ -465,12 +663,14 @@ __all__ = [
     "GENERATORS",
     "MatmulCase",
     "MatmulPropertyResult",
+    "case_record",
     "check_matmul",
     "first_mismatch",
     "generate_case",
     "k_unit",
     "make_operand",
     "matmul_cases",
+    "mismatch_counterexample",
     "operand_from_values",
     "schemes_for",
     "to_report_rows",

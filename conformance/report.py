@@ -5,6 +5,12 @@ failing one carries the first :class:`Counterexample` found -- the input values 
 block where the backend departs, the expected and actual codes in hex, and what the spec
 says about that spot (the scaled value, whether it is a tie). JSON reports also hold the
 whole input tensor as float32 bit patterns, so a departure can be replayed exactly.
+
+GEMM rows (``matmul/<family>``) put the accumulator model in the rounding column
+(``acc=sm100-mxf4nvf4``) and the schemes A and B were drawn from in the scheme column
+(comma-separated; the terminal table abbreviates a long list, Markdown and JSON keep it);
+their counterexample names the first differing output and holds the case's operand codes,
+scale codes and c bits as notes.
 """
 
 from __future__ import annotations
@@ -47,7 +53,8 @@ class Counterexample:
     Fields:
         what: one line saying where and how (``codes[0, 5]: expected 0x4, got 0x5``).
         field: ``codes``, ``scales``, ``global_scale``, ``e1_8``, ``e1_16``, ``metadata``,
-            ``exception``, ``packed``, ``blocked``, ``dequantized``, ``invariant`` or ``statistics``.
+            ``exception``, ``packed``, ``blocked``, ``dequantized``, ``invariant``, ``statistics``
+            or ``matmul`` (a GEMM output's bits).
         inputs: the input values of the block concerned (float32, as shortest decimals).
         expected, actual: the block's codes (or bytes, scale codes...) as hex strings.
         where: indices (row, column, block).
@@ -118,6 +125,7 @@ class Report:
     seconds: float = 0.0
     notes: str = ""
     source: str = "conform"
+    matmul_max_examples: int | None = None  # None: no matmul rows were planned
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -153,34 +161,64 @@ class Report:
 
     def to_dict(self) -> dict:
         return {"backend": self.backend, "source": self.source, "seed": self.seed,
-                "max_examples": self.max_examples, "seconds": round(self.seconds, 3), "notes": self.notes,
+                "max_examples": self.max_examples, "matmul_max_examples": self.matmul_max_examples,
+                "seconds": round(self.seconds, 3), "notes": self.notes,
                 "conforms": self.ok, "counts": {s.lower(): self.count(s) for s in STATUSES},
                 "results": [r.to_dict() for r in self.results]}
 
 
 # -- rendering --------------------------------------------------------------------------------------
 
-def _rows(report: Report, *, skipped: bool) -> list[list[str]]:
+def short_schemes(text: str, width: int = 24) -> str:
+    """A comma-separated scheme list cut to its first two and a count: ``mxfp4,nvfp4,+6``."""
+    parts = text.split(",")
+    if len(text) <= width or len(parts) <= 2:
+        return text
+    return f"{parts[0]},{parts[1]},+{len(parts) - 2}"
+
+
+def is_gemm_row(r: PropertyResult) -> bool:
+    """A GEMM row (``matmul/<family>``, ``vectors/<family>`` of GEMM vectors, ``acc=`` rounding)."""
+    return r.rounding.startswith("acc=") or r.property.split("/")[0] == "matmul"
+
+
+def _rows(report: Report, *, skipped: bool, compact: bool = False, gemm: bool | None = None) -> list[list[str]]:
+    """Table rows; ``gemm`` True/False: only GEMM rows (accumulator column without ``acc=``) / only the others."""
     rows = []
     for r in report.results:
         if r.status == SKIP and not skipped:
             continue
+        if gemm is not None and is_gemm_row(r) != gemm:
+            continue
         detail = r.counterexample.short() if r.counterexample else r.reason
-        rows.append([r.property, r.scheme, r.rounding, r.status, str(r.examples), detail])
+        scheme = short_schemes(r.scheme) if compact else r.scheme
+        rounding = r.rounding[4:] if gemm and r.rounding.startswith("acc=") else r.rounding
+        rows.append([r.property, scheme, rounding, r.status, str(r.examples), detail])
     return rows
 
 
 HEADER = ["property", "scheme", "rounding", "result", "examples", "first counterexample / note"]
+#: The header of the GEMM table: the schemes A and B are drawn from, the accumulator model.
+GEMM_HEADER = ["property", "schemes", "accumulator", "result", "examples", "first counterexample / note"]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header[:-1])]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header[:-1], widths)) + "  " + header[-1]]
+    lines.append("  ".join("-" * w for w in widths) + "  " + "-" * len(header[-1]))
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1])
+    return lines
 
 
 def render_text(report: Report, *, skipped: bool = False, details: bool = True) -> str:
-    """The terminal table, the details of every departure, and the summary."""
-    rows = _rows(report, skipped=skipped)
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(HEADER[:-1])]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(HEADER[:-1], widths)) + "  " + HEADER[-1]]
-    lines.append("  ".join("-" * w for w in widths) + "  " + "-" * len(HEADER[-1]))
-    for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1])
+    """The terminal tables (quantization rows, then GEMM rows when there are any), the
+    details of every departure, and the summary."""
+    rows = _rows(report, skipped=skipped, compact=True, gemm=False)
+    gemm_rows = _rows(report, skipped=skipped, compact=True, gemm=True)
+    lines = _table(HEADER, rows) if rows or not gemm_rows else []
+    if gemm_rows:
+        lines += ([""] if lines else []) + _table(GEMM_HEADER, gemm_rows)
     if not skipped and report.count(SKIP):
         lines.append(f"({report.count(SKIP)} skipped: not claimed or not applicable; --report shows them)")
     if details and report.departures:
@@ -203,12 +241,15 @@ def _md_cell(text: str) -> str:
 def render_markdown(report: Report) -> str:
     lines = [f"# fp4spec conformance: `{report.backend}`", ""]
     lines.append(f"- verdict: **{'conforms' if report.ok else 'departs'}**")
-    lines.append(f"- seed {report.seed}, max examples {report.max_examples}, {report.seconds:.1f} s")
+    mm = "" if report.matmul_max_examples is None else f", matmul max examples {report.matmul_max_examples}"
+    lines.append(f"- seed {report.seed}, max examples {report.max_examples}{mm}, {report.seconds:.1f} s")
     if report.notes:
         lines.append(f"- backend notes: {report.notes}")
-    lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    for row in _rows(report, skipped=True):
-        lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+    rows, gemm_rows = _rows(report, skipped=True, gemm=False), _rows(report, skipped=True, gemm=True)
+    for header, part in ((HEADER, rows), (GEMM_HEADER, gemm_rows)):
+        if part or (header is HEADER and not gemm_rows):
+            lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in part]
     if report.departures:
         lines += ["", "## Departures", ""]
         for r in report.departures:
@@ -252,5 +293,6 @@ def write_report(report: Report, path: str) -> None:
         fh.write(text + "\n")
 
 
-__all__ = ["Counterexample", "ERROR", "FAIL", "PASS", "PropertyResult", "Report", "SKIP", "STATUSES", "code_hex",
-           "f32_hex", "f32_text", "render_json", "render_markdown", "render_text", "write_report"]
+__all__ = ["Counterexample", "ERROR", "FAIL", "GEMM_HEADER", "PASS", "PropertyResult", "Report", "SKIP", "STATUSES",
+           "code_hex", "f32_hex", "f32_text", "is_gemm_row", "render_json", "render_markdown", "render_text",
+           "short_schemes", "write_report"]

@@ -6,6 +6,14 @@ MI350 machine), save what it produced as ``results.npz``, and
 ``fp4spec vectors check vec.npz results.npz`` compares them bit for bit, with the same
 report and exit codes as ``fp4spec conform`` (0 conforms, 1 departs, 2 usage error).
 
+``--op matmul`` does the same for a block-scaled GEMM under a named accumulator model:
+``fp4spec vectors generate --op matmul --scheme nvfp4 --accumulator sm100-mxf4nvf4 --level 1
+-o vec.npz`` writes the operands as codes with the expected output bits
+(:mod:`.matmul_vectors`, format ``"fp4spec-matmul-vectors"``); ``check`` tells the two kinds
+of file apart by their ``format`` array. ``fp4spec vectors run vec.npz --backend NAME -o
+results.npz`` runs either kind through a backend that can run here and writes its results
+in the layout ``check`` reads (a round trip, or a template for the results file).
+
 The vectors are TestFloat-style: every *case* is one small tensor whose amax has an
 interesting exponent (level 1: the edges of float32, of the E8M0 range and of the NVFP4
 tensor scale; level 2: every exponent from -149 to 127) times a significand pattern (1.0,
@@ -53,15 +61,20 @@ import sys
 
 import numpy as np
 
-from fp4spec.backends.base import BackendError, resolve_scheme, scheme_spec
+from fp4spec.backends.base import BackendError, as_numpy, resolve_scheme, scheme_spec
 from fp4spec.rounding import ROUNDING_MODES
 
 from . import builders
+from . import matmul_vectors as mmv
 from .compare import compare_quantized
 from .report import FAIL, PASS, Counterexample, PropertyResult, Report, render_text, write_report
 
 FORMAT = "fp4spec-vectors"
 FORMAT_VERSION = 1
+#: The ``format`` of GEMM vector files (:mod:`.matmul_vectors`).
+MATMUL_FORMAT = mmv.FORMAT
+#: What ``fp4spec vectors generate --op`` takes.
+OPS = ("quantize", "matmul")
 
 #: Level-1 tensor-amax exponents: float32 edges, E8M0 range edges, NVFP4 tensor-scale edges.
 LEVEL1_EXPONENTS = (-149, -140, -133, -127, -126, -125, -100, -64, -20, -10, -3, -1, 0, 1, 2, 3, 8, 10, 20, 64,
@@ -70,6 +83,10 @@ LEVEL1_EXPONENTS = (-149, -140, -133, -127, -126, -125, -100, -64, -20, -10, -3,
 
 class VectorError(BackendError):
     """A vector or results file is missing, malformed or does not match (a usage error)."""
+
+
+class BackendRaised(Exception):
+    """``vectors run``: the backend raised on a case (a departure, exit status 1)."""
 
 
 def case_shape(scheme) -> tuple[int, int]:
@@ -223,9 +240,20 @@ def _results_arrays(vec: dict, res: dict, sch) -> dict:
     return out
 
 
+def _format(d: dict) -> str:
+    return _str(d["format"]) if "format" in d else ""
+
+
+def _refuse_vector_file(res: dict) -> None:
+    if _format(res) in (FORMAT, MATMUL_FORMAT):
+        raise VectorError(f"results: this is a vector file (format {_format(res)!r}), not results; run the "
+                          f"vectors through the kernel first (or: fp4spec vectors run VEC.npz --backend NAME)")
+
+
 def check(vectors, results) -> Report:
     """Compare results (paths or dicts) with the expected results of the vectors: one report
-    row per case kind, with the first departing case's counterexample."""
+    row per case kind (GEMM vectors: per case family), with the first departing case's
+    counterexample. Dispatches on the vectors' ``format`` (quantize or matmul vectors)."""
     import time
 
     from fp4spec.quantized import QuantizedTensor
@@ -233,8 +261,13 @@ def check(vectors, results) -> Report:
     start = time.perf_counter()
     vec = load(vectors) if isinstance(vectors, str) else vectors
     res = load(results) if isinstance(results, str) else results
-    if _str(vec.get("format", "")) != FORMAT:
-        raise VectorError(f"vectors: not an fp4spec vector file (format {_str(vec.get('format', '?'))!r})")
+    fmt = _format(vec)
+    if fmt == MATMUL_FORMAT:
+        return check_matmul_results(vec, res)
+    if fmt != FORMAT:
+        raise VectorError(f"vectors: not an fp4spec vector file (format {_str(vec.get('format', '?'))!r}; "
+                          f"expected {FORMAT!r} or {MATMUL_FORMAT!r})")
+    _refuse_vector_file(res)
     if int(vec["format_version"]) != FORMAT_VERSION:
         raise VectorError(f"vectors: format_version {int(vec['format_version'])} is not {FORMAT_VERSION}")
     sch = resolve_scheme(_str(vec["scheme"]))
@@ -272,7 +305,162 @@ def check(vectors, results) -> Report:
                   seconds=time.perf_counter() - start, notes=source, source="vectors")
 
 
+# -- GEMM vectors ------------------------------------------------------------------------------------
+
+def generate_matmul(scheme, accumulator, level=1, seed: int = 0) -> dict:
+    """GEMM vectors (:func:`.matmul_vectors.generate_matmul_vectors`); VectorError on bad arguments.
+
+    ``level``: 0/``"smoke"``, 1/``"standard"``, 2/``"full"``.
+    """
+    from fp4spec.accumulator_models import accumulators
+
+    if accumulator not in accumulators:
+        raise VectorError(f"accumulator: {accumulator!r} is not one of {', '.join(map(repr, accumulators))}")
+    lv = mmv.LEVEL_ALIASES.get(level, level) if isinstance(level, int) and not isinstance(level, bool) else level
+    if lv not in mmv.LEVELS:
+        raise VectorError(f"level: {level!r} is not one of 0, 1, 2 ({', '.join(mmv.LEVELS)}) for --op matmul")
+    try:
+        return mmv.generate_matmul_vectors(resolve_scheme(scheme), accumulator, lv, seed)
+    except ValueError as exc:
+        if isinstance(exc, BackendError):
+            raise
+        raise VectorError(str(exc)) from None
+
+
+def _check_matmul_file(vec: dict) -> int:
+    if int(vec["format_version"]) != mmv.FORMAT_VERSION:
+        raise VectorError(f"vectors: format_version {int(vec['format_version'])} is not {mmv.FORMAT_VERSION}")
+    return int(vec["n_cases"])
+
+
+def _matmul_result(res: dict, vec: dict, i: int) -> np.ndarray:
+    """Case i's result as float32 (M, N) from ``NNNN/d`` (float32) or ``NNNN/d_bits`` (uint32);
+    VectorError if missing or of the wrong dtype or shape."""
+    shape = vec[mmv._key(i, "d_bits")].shape
+    for key, dtype in ((mmv._key(i, "d"), np.float32), (mmv._key(i, "d_bits"), np.uint32)):
+        if key in res:
+            a = np.asarray(res[key])
+            if a.dtype != dtype:
+                raise VectorError(f"results: {key!r} is {a.dtype}, expected {np.dtype(dtype).name} "
+                                  f"('NNNN/d' float32 or 'NNNN/d_bits' uint32)")
+            if a.shape != shape:
+                raise VectorError(f"results: {key!r} has shape {a.shape}, the vectors have {shape}")
+            return a.view(np.float32)
+    raise VectorError(f"results: no result for case {i:04d}: need {mmv._key(i, 'd')!r} (float32 {shape}) "
+                      f"or {mmv._key(i, 'd_bits')!r} (uint32)")
+
+
+def check_matmul_results(vec: dict, res: dict) -> Report:
+    """Compare GEMM results with GEMM vectors, bit for bit: one row per case family
+    (``vectors/<family>``, rounding column ``acc=<model>``); a departing row's counterexample
+    names the first differing case and output (``case 0007: ... first at (1, 2): expected
+    0x..., got 0x...``) with the rows of A and B behind it."""
+    import time
+
+    from .matmul_properties import mismatch_counterexample
+
+    start = time.perf_counter()
+    n = _check_matmul_file(vec)
+    _refuse_vector_file(res)
+    got = [_matmul_result(res, vec, i) for i in range(n)]   # usage errors before any comparison
+    acc, spec = _str(vec["accumulator"]), _str(vec["scheme"])
+    rows: dict[str, PropertyResult] = {}
+    for i in range(n):
+        family = _str(vec[mmv._key(i, "family")])
+        label = f"vectors/{family}"
+        row = rows.setdefault(label, PropertyResult(label, spec, f"acc={acc}", PASS))
+        row.examples += 1
+        if row.status == FAIL:
+            continue
+        want = vec[mmv._key(i, "d_bits")].view(np.float32)
+        if np.array_equal(want.view(np.uint32), got[i].view(np.uint32)):
+            continue
+        cx = mismatch_counterexample(mmv.vector_case(vec, i), want, got[i], acc, prefix=f"case {i:04d}: ",
+                                     where={"case": i})
+        row.status, row.counterexample = FAIL, cx
+    source = (f"matmul vectors level {_str(vec['level'])} seed {int(vec['seed'])} "
+              f"(fp4spec {_str(vec['fp4spec_version'])}); {_str(vec['model'])}")
+    return Report(f"results for {spec} under {acc}", list(rows.values()), seed=int(vec["seed"]), max_examples=n,
+                  seconds=time.perf_counter() - start, notes=source, source="vectors")
+
+
+def matmul_summary(vec: dict) -> str:
+    n = int(vec["n_cases"])
+    fams = [_str(vec[mmv._key(i, "family")]) for i in range(n)]
+    mnk = [vec[mmv._key(i, "a_codes")].shape[:1] + vec[mmv._key(i, "b_codes")].shape for i in range(n)]
+    big = tuple(max(d[j] for d in mnk) for j in range(3)) if n else (0, 0, 0)
+    kinds, counts = np.unique(fams, return_counts=True)
+    return (f"{n} GEMM cases for {_str(vec['scheme'])} under {_str(vec['accumulator'])} (level "
+            f"{_str(vec['level'])}, seed {int(vec['seed'])}, M x N x K up to {big[0]} x {big[1]} x {big[2]}): "
+            + ", ".join(f"{k} {c}" for k, c in zip(kinds, counts)))
+
+
+# -- running vectors through a backend -----------------------------------------------------------------
+
+def _backend_for_vectors(backend):
+    from fp4spec.backends.registry import as_availability, get_backend
+
+    be = get_backend(backend)
+    avail = as_availability(be.is_available())
+    if not avail:
+        raise BackendError(f"backend: {be.name!r} is not available here: {avail.reason or 'no reason given'}")
+    return be, be.capabilities()
+
+
+def run_vectors(vectors, backend) -> dict:
+    """Run vectors (a path or dict, either kind) through a backend that can run here; return
+    its results in the layout :func:`check` reads. BackendError if the backend does not
+    claim what the vectors need; :class:`BackendRaised` if it raises on a case."""
+    vec = load(vectors) if isinstance(vectors, str) else vectors
+    fmt = _format(vec)
+    be, caps = _backend_for_vectors(backend)
+    if fmt == MATMUL_FORMAT:
+        n = _check_matmul_file(vec)
+        acc = _str(vec["accumulator"])
+        if not caps.supports("matmul") or acc not in caps.accumulators:
+            raise BackendError(f"backend: {be.name!r} does not claim matmul with accumulator {acc!r}; it claims "
+                               f"{', '.join(caps.accumulators) or 'no matmul'}")
+        out = {"format": np.array("fp4spec-matmul-results"), "backend": np.array(be.name),
+               "accumulator": np.array(acc), "scheme": vec["scheme"]}
+        for i in range(n):
+            case = mmv.vector_case(vec, i)
+            try:
+                d = as_numpy(be.matmul(case.qa, case.qb, accumulator=acc, c=case.c))
+            except Exception as exc:  # noqa: BLE001 -- a departure, reported with the case
+                raise BackendRaised(f"backend {be.name!r} raised on case {i:04d}: {type(exc).__name__}: {exc}") \
+                    from None
+            out[mmv._key(i, "d")] = np.asarray(d)
+        return out
+    if fmt != FORMAT:
+        raise VectorError(f"vectors: not an fp4spec vector file (format {_str(vec.get('format', '?'))!r}; "
+                          f"expected {FORMAT!r} or {MATMUL_FORMAT!r})")
+    sch = resolve_scheme(_str(vec["scheme"]))
+    rounding, sr_bits = _str(vec["rounding"]), int(vec["sr_bits"])
+    if not caps.supports_scheme(sch) or rounding not in caps.roundings_for(sch):
+        raise BackendError(f"backend: {be.name!r} does not claim scheme {scheme_spec(sch)!r} with rounding "
+                           f"{rounding!r}")
+    x, rbits = vec["x"], vec.get("rbits")
+    qs = []
+    for i in range(len(x)):
+        try:
+            qs.append(be.quantize(x[i], sch, rounding=rounding, rbits=None if rbits is None else rbits[i],
+                                  sr_bits=sr_bits))
+        except Exception as exc:  # noqa: BLE001
+            raise BackendRaised(f"backend {be.name!r} raised on case {i}: {type(exc).__name__}: {exc}") from None
+    out = {"format": np.array("fp4spec-results"), "backend": np.array(be.name),
+           "codes": np.stack([as_numpy(q.codes) for q in qs]).astype(np.uint8),
+           "scales": np.stack([as_numpy(q.scales) for q in qs]).astype(np.uint8)}
+    if sch.structure == "two_level":
+        out["global_scale"] = np.array([q.global_scale for q in qs], np.float32)
+    if sch.structure == "hif4":
+        out["e1_8"] = np.stack([as_numpy(q.e1_8) for q in qs]).astype(np.uint8)
+        out["e1_16"] = np.stack([as_numpy(q.e1_16) for q in qs]).astype(np.uint8)
+    return out
+
+
 def vector_summary(vec: dict) -> str:
+    if _format(vec) == MATMUL_FORMAT:
+        return matmul_summary(vec)
     n, R, C = vec["x"].shape
     kinds, counts = np.unique(vec["kind"], return_counts=True)
     return (f"{n} cases of {R} x {C} for {_str(vec['scheme'])} ({_str(vec['rounding'])}, level {int(vec['level'])}, "
@@ -283,25 +471,67 @@ def vector_summary(vec: dict) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fp4spec vectors",
-                                description="Bit-exact test vectors for hardware fp4spec cannot run.")
+                                description="Bit-exact test vectors for hardware fp4spec cannot run: quantization "
+                                            "(--op quantize) and block-scaled GEMM (--op matmul). Exit 0: "
+                                            "conforms; 1: departs; 2: usage error.")
     sub = p.add_subparsers(dest="action", metavar="ACTION")
-    g = sub.add_parser("generate", help="write inputs and expected codes/scales to an npz file")
+    g = sub.add_parser("generate", help="write inputs and expected results to an npz file")
+    g.add_argument("--op", choices=OPS, default="quantize",
+                   help="quantize: inputs and expected codes/scales (default); matmul: GEMM operands and expected "
+                        "output bits under --accumulator")
     g.add_argument("--scheme", required=True, metavar="S", help="scheme spec, e.g. nvfp4 or mxfp4:scale_rule=rceil")
-    g.add_argument("--level", type=int, choices=(1, 2), default=1,
-                   help="1: edge exponents (fast, small); 2: every float32 exponent (thorough)")
+    g.add_argument("--accumulator", metavar="ACC",
+                   help="--op matmul: the accumulator model, e.g. sm100-mxf4nvf4 (see fp4spec.accumulators)")
+    g.add_argument("--level", default=None, metavar="L",
+                   help="quantize: 1 edge exponents (default, fast, small), 2 every float32 exponent (thorough); "
+                        "matmul: 0 smoke, 1 standard (default), 2 full")
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--rounding", choices=ROUNDING_MODES, default="rne")
-    g.add_argument("--sr-bits", type=int, default=8)
+    g.add_argument("--rounding", choices=ROUNDING_MODES, default=None, help="quantize: element rounding (default rne)")
+    g.add_argument("--sr-bits", type=int, default=None, help="quantize, --rounding sr: random bits (default 8)")
     g.add_argument("-o", "--output", required=True, metavar="VEC.npz")
-    c = sub.add_parser("check", help="compare a results npz from another machine with the vectors")
+    c = sub.add_parser("check", help="compare a results npz from another machine with the vectors (either op)")
     c.add_argument("vectors", metavar="VEC.npz")
     c.add_argument("results", metavar="RESULTS.npz")
     c.add_argument("--report", metavar="FILE.json|FILE.md")
+    r = sub.add_parser("run", help="run the vectors through a backend that runs here; write its results npz")
+    r.add_argument("vectors", metavar="VEC.npz")
+    r.add_argument("--backend", required=True, metavar="NAME|module:Name",
+                   help="a built-in backend (numpy) or a Backend class importable as package.module:Name")
+    r.add_argument("-o", "--output", required=True, metavar="RESULTS.npz")
     return p
 
 
+def _level(text, op: str):
+    if text is None:
+        return 1
+    try:
+        return int(text)
+    except ValueError:
+        if op == "matmul" and text in mmv.LEVELS:
+            return text
+        allowed = "0, 1, 2 (smoke, standard, full)" if op == "matmul" else "1 or 2"
+        raise VectorError(f"level: {text!r} is not {allowed} for --op {op}") from None
+
+
+def _generate(args) -> dict:
+    if args.op == "matmul":
+        for flag, value in (("--rounding", args.rounding), ("--sr-bits", args.sr_bits)):
+            if value is not None:
+                raise VectorError(f"{flag.lstrip('-')}: {flag} is for --op quantize; GEMM operands are codes")
+        if not args.accumulator:
+            from fp4spec.accumulator_models import accumulators
+
+            raise VectorError(f"accumulator: --op matmul needs --accumulator, one of "
+                              f"{', '.join(map(repr, accumulators))}")
+        return generate_matmul(args.scheme, args.accumulator, _level(args.level, "matmul"), args.seed)
+    if args.accumulator:
+        raise VectorError("accumulator: --accumulator is for --op matmul")
+    return generate(args.scheme, _level(args.level, "quantize"), args.seed, args.rounding or "rne",
+                    8 if args.sr_bits is None else args.sr_bits)
+
+
 def main(argv=None) -> int:
-    """``fp4spec vectors generate|check ...``; returns the exit code (0, 1 departs, 2 usage error)."""
+    """``fp4spec vectors generate|check|run ...``; returns the exit code (0, 1 departs, 2 usage error)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -311,12 +541,18 @@ def main(argv=None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        if args.action in ("generate", "run") and not args.output.endswith(".npz"):
+            raise VectorError(f"output: {args.output!r} must end in .npz")
         if args.action == "generate":
-            if not args.output.endswith(".npz"):
-                raise VectorError(f"output: {args.output!r} must end in .npz")
-            vec = generate(args.scheme, args.level, args.seed, args.rounding, args.sr_bits)
+            vec = _generate(args)
             save(args.output, vec)
             print(f"wrote {args.output}: {vector_summary(vec)}")
+            return 0
+        if args.action == "run":
+            vec = load(args.vectors)
+            out = run_vectors(vec, args.backend)
+            save(args.output, out)
+            print(f"wrote {args.output}: results of backend {_str(out['backend'])!r} for {vector_summary(vec)}")
             return 0
         if args.report and not args.report.endswith((".json", ".md")):
             raise VectorError(f"report: {args.report!r} must end in .json or .md")
@@ -324,15 +560,19 @@ def main(argv=None) -> int:
     except BackendError as exc:
         print(f"fp4spec vectors: error: {exc}", file=sys.stderr)
         return 2
+    except BackendRaised as exc:
+        print(f"fp4spec vectors: departs: {exc}", file=sys.stderr)
+        return 1
     print(render_text(report))
     if args.report:
         write_report(report, args.report)
     return report.exit_code()
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "LEVEL1_EXPONENTS", "VectorError", "case_shape", "check", "generate",
-           "generate_cases", "load", "main", "save", "vector_summary"]
+__all__ = ["BackendRaised", "FORMAT", "FORMAT_VERSION", "LEVEL1_EXPONENTS", "MATMUL_FORMAT", "OPS", "VectorError",
+           "case_shape", "check", "check_matmul_results", "generate", "generate_cases", "generate_matmul", "load",
+           "main", "matmul_summary", "run_vectors", "save", "vector_summary"]
 
 
-if __name__ == "__main__":  # python -m fp4spec.conformance.vectors generate|check ...
+if __name__ == "__main__":  # python -m fp4spec.conformance.vectors generate|check|run ...
     sys.exit(main())

@@ -274,3 +274,67 @@ LISTED = (TiesAway, MxCeilRule, SrIgnoresBits, SwappedNibbles, DivideNotReciproc
           E8M0ZeroBlockNaN, FlushNegativeZero)
 #: Further defects from the bug catalogue.
 UNLISTED = (FloatLog2Scale, StalePadding, ByteZeroDequantizesToZero, SrStrictCompare, Bf16Input, ScaleCastTruncates)
+
+
+# -- GEMM defects: a block-scaled matmul claiming sm100-mxf4nvf4 (Blackwell kind::mxf4nvf4) -----------
+
+class _GemmDefect(NumpyBackend):
+    """The numpy backend whose matmul claims only ``sm100-mxf4nvf4`` and gets one thing wrong."""
+
+    claimed = "sm100-mxf4nvf4"
+
+    def capabilities(self):
+        import dataclasses
+
+        return dataclasses.replace(super().capabilities(), accumulators=(self.claimed,))
+
+
+class Fp32AccumulateGemm(_GemmDefect):
+    """Accumulates in plain float32, one FMA per product in ascending K (what a CUDA-core
+    fallback or a CPU emulation does), while claiming the tensor core's truncated
+    fused dot-product-add."""
+
+    name = "gemm-fp32-accumulate"
+
+    def matmul(self, qa, qb, *, accumulator, c=None):
+        import fp4spec
+
+        return fp4spec.matmul(qa, qb, accumulator="fp32", c=c)
+
+
+class Truncate34Gemm(_GemmDefect):
+    """The fused dot-product-add keeps 34 fractional bits after alignment where the model
+    says 35 (an off-by-one in the alignment width)."""
+
+    name = "gemm-truncate-34"
+
+    def matmul(self, qa, qb, *, accumulator, c=None):
+        import dataclasses
+
+        import fp4spec
+
+        model = fp4spec.get_accumulator(accumulator)
+        return fp4spec.matmul(qa, qb, accumulator=dataclasses.replace(model, name=model.name + "-f34",
+                                                                      frac_bits=model.frac_bits - 1), c=c)
+
+
+class SwappedScalesGemm(_GemmDefect):
+    """Reads A's block scales from B's scale buffer and B's from A's (the two scale pointers
+    swapped in the GEMM call); a buffer shorter than needed wraps around, as a flat read of
+    the wrong allocation would."""
+
+    name = "gemm-swapped-scales"
+
+    def matmul(self, qa, qb, *, accumulator, c=None):
+        import dataclasses
+
+        import fp4spec
+
+        sa = np.resize(np.asarray(qb.scales), np.shape(qa.scales)).astype(np.uint8)
+        sb = np.resize(np.asarray(qa.scales), np.shape(qb.scales)).astype(np.uint8)
+        return fp4spec.matmul(dataclasses.replace(qa, scales=sa), dataclasses.replace(qb, scales=sb),
+                              accumulator=accumulator, c=c)
+
+
+#: GEMM defects (each claims sm100-mxf4nvf4).
+GEMM = (Fp32AccumulateGemm, Truncate34Gemm, SwappedScalesGemm)

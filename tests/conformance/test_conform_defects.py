@@ -8,6 +8,7 @@ names, so these rows are exactly the rows of a full default ``fp4spec conform`` 
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,7 +68,7 @@ def test_cli_subprocess_reports_ties_away(tmp_path):
     table = proc.stdout
     assert "ties_to_even    mxfp4   rne       FAIL" in table and "exactly the midpoint (a tie)" in table
     assert "expected 0x" in table and "got 0x" in table
-    assert "[8/18] mxfp4: 6 passed, 2 failed" in proc.stderr  # progress, one line per scheme
+    assert re.search(r"\[8/\d+\] mxfp4: 6 passed, 2 failed", proc.stderr)  # progress, one line per scheme
     data = json.loads(out.read_text())
     assert data["conforms"] is False and data["backend"] == "ties-away"
     # replay the counterexample from the report's float32 bits
