@@ -61,6 +61,7 @@ MMA-Sim: there is no ``cdna4`` entry. Measure the parameters and add your own mo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 from types import MappingProxyType
 from typing import Mapping
@@ -364,6 +365,7 @@ E4M3FNUZ = Carrier("e4m3fnuz", 3, -7, 240.0)
 E5M2FNUZ = Carrier("e5m2fnuz", 2, -15, 57344.0)
 
 
+@functools.lru_cache(maxsize=None)
 def format_carrier(fmt) -> Carrier:
     """A catalogue format as its own carrier: ``emin`` is the smallest normal exponent
     (floats), 0 for integers, log2(step) for uniform grids; ``man_bits`` the fewest
