@@ -157,38 +157,7 @@ def quantize_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_
         vmb = tl.reshape(tl.broadcast_to(t[:, None, :], (BM // TILE_R, TILE_R, NB)), (BM, NB))
     vm = vmb.to(tl.float32, bitcast=True)
     if MX:
-        if NAN_INF:
-            nan_scale = vmb >= 0x7F800000
-        else:
-            nan_scale = vmb > 0x7F800000
-        ab = tl.where(nan_scale, 0x3F800000, vmb)
-        zero = ab == 0
-        safe = tl.where(zero, 0x3F800000, ab)
-        if RULE == 0:
-            e = _floor_log2(safe) - EMAX
-        elif RULE == 1:
-            e = _floor_log2(safe) + (~_is_pow2(safe)).to(tl.int32) - EMAX
-        elif RULE == 2:
-            e = (((safe + (1 << (22 - 1))) & 0x7F800000) >> 23) - 127 - EMAX
-        else:
-            d = ab.to(tl.float32, bitcast=True) * tl.load(ts_ptr + 2)
-            db = d.to(tl.int32, bitcast=True)
-            dz = db == 0
-            dinf = db == 0x7F800000
-            dsafe = tl.where(dz | dinf, 0x3F800000, db)
-            e = _floor_log2(dsafe) + (~_is_pow2(dsafe)).to(tl.int32)
-            e = tl.where(dinf, 127, e)
-            zero = zero | dz
-        e = tl.where(zero, -127, e)
-        e = tl.minimum(tl.maximum(e, -127), 127)
-        scode = tl.where(nan_scale, 255, e + 127)
-        if SCALING == 0:
-            shift = -e
-        elif SCALING == 2:
-            shift = tl.where(e == -127, 0, -e)
-        else:
-            shift = -tl.maximum(e, -126)
-        mult = tl.where(nan_scale, 0.0, _pow2(shift))
+        scode, mult, _ = _block_scale(vm, ts_ptr, True, RULE, EMAX, NAN_INF, SCALING)
     else:
         s_enc = tl.load(ts_ptr)
         s_dec = tl.load(ts_ptr + 1)
