@@ -219,13 +219,9 @@ class NativeBackend(Backend):
         m, n = qa.shape[0], qb.shape[0]
         if acc.shape != (m, n):
             raise BackendError(f"native: scaled_mm returned shape {acc.shape}, expected ({m}, {n})")
-        ga, gb = qa.global_scale, qb.global_scale
-        g = None
-        if ga is not None or gb is not None:
-            with np.errstate(all="ignore"):
-                g = np.float32(np.float32(1.0 if ga is None else ga) * np.float32(1.0 if gb is None else gb))
-        from fp4spec.accumulator_models import get_accumulator
+        from fp4spec.accumulator_models import get_accumulator, tensor_scale_product
 
+        g = tensor_scale_product(qa.global_scale, qb.global_scale)
         return apply_tensor_scale(acc, g, get_accumulator(ACCUMULATOR).nan_bits)
 
 

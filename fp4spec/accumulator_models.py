@@ -448,6 +448,15 @@ def _element_ok(model: AccumulatorModel, q, arg: str):
         raise ValueError(f"{arg}: scale codes must be below 2^{sch.scale.bits} for {sch.scale.name}")
 
 
+def tensor_scale_product(ga, gb) -> np.float32 | None:
+    """fp32(gA * gB), the epilogue multiplier of two operands' tensor scales (a missing
+    tensor scale counts as 1); None when neither operand has one."""
+    if ga is None and gb is None:
+        return None
+    with np.errstate(all="ignore"):
+        return np.float32(np.float32(1.0 if ga is None else ga) * np.float32(1.0 if gb is None else gb))
+
+
 def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
     """Validate ``qa`` (M x K) and ``qb`` (N x K) for ``model``; raise a clear error otherwise.
 
@@ -522,12 +531,7 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
             raise TypeError(f"c: expected a float32 array, got dtype {c32.dtype}")
         if c32.shape != (m, n):
             raise ValueError(f"c: expected shape ({m}, {n}) (M x N), got {c32.shape}")
-    ga, gb = qa.global_scale, qb.global_scale
-    g = None
-    if ga is not None or gb is not None:
-        with np.errstate(all="ignore"):
-            g = np.float32(np.float32(1.0 if ga is None else ga) * np.float32(1.0 if gb is None else gb))
-    return MatmulOperands(m, n, qa.shape[1], kp, g, c32)
+    return MatmulOperands(m, n, qa.shape[1], kp, tensor_scale_product(qa.global_scale, qb.global_scale), c32)
 
 
 __all__ = [
