@@ -84,24 +84,9 @@ def nominal_scale_codes(vec_max: np.ndarray, scheme: Scheme, ts: TensorScale | N
 def block_scale_value(vec_max: np.ndarray, scheme: Scheme, ts: TensorScale, candidate: float = 1.0) -> np.ndarray:
     """Two-level: the float32 block scale *before* its cast to the scale format (the value
     :func:`fp4spec.scaling.two_level_block_scale` rounds), per block amax."""
-    from fp4spec.scaling import FLT_MAX
+    from fp4spec.emulator.blockscale import block_scale_values
 
-    vec_max = np.asarray(vec_max, np.float32)
-    max_elem = F32(scheme.max_elem)
-    with np.errstate(all="ignore"):
-        if scheme.policies["nv_scale_chain"] == "te":
-            if scheme.scale_rule == "4over6":
-                s = (vec_max / max_elem) * ts.encode
-                if candidate != 1.0:
-                    s = s * F32(candidate)
-            else:
-                s = np.minimum(vec_max * (ts.encode * (F32(1.0) / max_elem)), FLT_MAX)
-        else:
-            s = (vec_max / max_elem) / ts.decode
-            if scheme.policies["nv_block_scale_floor"] == "e4m3_min_normal":
-                fl = scheme.scale.min_normal if scheme.scale.min_normal is not None else scheme.scale.min_positive
-                s = np.maximum(s, F32(fl))
-        return np.minimum(s, F32(scheme.scale.max)).astype(np.float32)
+    return block_scale_values(vec_max, ts, scheme, candidate)
 
 
 def scaled(x: np.ndarray, m, scheme: Scheme) -> np.ndarray:

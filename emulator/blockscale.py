@@ -204,10 +204,11 @@ def _scale_values(codes: np.ndarray, scheme: Scheme) -> np.ndarray:
     return scheme.scale.values.astype(np.float32)[codes]
 
 
-def block_scale_codes(vec_max: np.ndarray, ts: TensorScale, scheme: Scheme, candidate: float = 1.0) -> np.ndarray:
-    """Vectorized :func:`fp4spec.scaling.two_level_block_scale`."""
+def block_scale_values(vec_max: np.ndarray, ts: TensorScale, scheme: Scheme, candidate: float = 1.0) -> np.ndarray:
+    """The float32 block scales *before* their cast to the scale format: steps 1-3 of
+    :func:`fp4spec.scaling.two_level_block_scale` (the torchao chain's steps 1-3), vectorized."""
+    vec_max = np.asarray(vec_max, np.float32)
     max_elem = F32(scheme.max_elem)
-    top = F32(scheme.scale.max)
     with np.errstate(all="ignore"):
         if scheme.policies["nv_scale_chain"] == "te":
             if scheme.scale_rule == "4over6":
@@ -222,8 +223,12 @@ def block_scale_codes(vec_max: np.ndarray, ts: TensorScale, scheme: Scheme, cand
             if scheme.policies["nv_block_scale_floor"] == "e4m3_min_normal":
                 fl = scheme.scale.min_normal if scheme.scale.min_normal is not None else scheme.scale.min_positive
                 s = np.maximum(s, F32(fl))
-        s = np.minimum(s, top)
-    return _encode_scale(s.astype(np.float32, copy=False), scheme)
+        return np.minimum(s, F32(scheme.scale.max)).astype(np.float32, copy=False)
+
+
+def block_scale_codes(vec_max: np.ndarray, ts: TensorScale, scheme: Scheme, candidate: float = 1.0) -> np.ndarray:
+    """Vectorized :func:`fp4spec.scaling.two_level_block_scale`."""
+    return _encode_scale(block_scale_values(vec_max, ts, scheme, candidate), scheme)
 
 
 def element_multipliers(scale_codes: np.ndarray, ts: TensorScale, scheme: Scheme) -> np.ndarray:
