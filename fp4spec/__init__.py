@@ -22,7 +22,7 @@ from .number_formats import (
 from .accumulator_models import AccumulatorModel, accumulators, get_accumulator, register_accumulator
 from .api import decode, draw_rbits, encode
 from .block_schemes import Scheme, get_scheme, schemes
-from .quantize_api import dequantize, quantize
+from .quantize_api import dequantize, quantize, select_backend
 from .quantized import QuantizedTensor
 from .rht import inverse_rht, rht
 from . import analysis
@@ -68,6 +68,7 @@ __all__ = [
     "quantize",
     "rht",
     "schemes",
+    "select_backend",
     "to_blocked",
     "unpack",
     "analysis",

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Run GPU checks and benchmarks on a CUDA machine where fp4spec is not installed and nothing can
+# be fetched: the package is laid out on PYTHONPATH as the setuptools package-dir map installs
+# it (emulator/, backends/, conformance/ -> fp4spec.emulator, .backends, .conformance).
+#
+#   bash benchmarks/gpu_session.sh STEP [STEP...]
+#
+# Steps (each logs to $OUT/STEP.log when OUT is set, else to ./gpu-logs/):
+#   info     GPU, torch, triton versions
+#   gemm     benchmarks/bench_gpu_gemm.py (bit-exact checks, then 8192^3 timing)
+#   rows     benchmarks/bench_gpu_rows.py (rowwise quantize variants)
+#   quant    benchmarks/bench_gpu_quantize.py (checks + table; QUANT_ARGS passes flags)
+#   conform  python -m fp4spec conform --backend triton (the full suite on the GPU)
+#   auto     backend="auto" on CUDA tensors picks triton and returns CUDA tensors, bit-exact
+#   pytest   the GPU-marked tests (tests/backends) with TRITON_INTERPRET=0
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PKG=${PKG:-/tmp/fp4spec-site}
+LOG=${OUT:-$ROOT/gpu-logs}
+mkdir -p "$LOG"
+rm -rf "$PKG" && mkdir -p "$PKG"
+cp -r "$ROOT/fp4spec" "$PKG/fp4spec"
+cp -r "$ROOT/emulator" "$PKG/fp4spec/emulator"
+cp -r "$ROOT/backends" "$PKG/fp4spec/backends"
+cp -r "$ROOT/conformance" "$PKG/fp4spec/conformance"
+export PYTHONPATH=$PKG PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
+cd "$ROOT"
+status=0
+run_step() {
+  local name=$1; shift
+  local t0=$SECONDS
+  echo "=== $name: $*"
+  "$@" >"$LOG/$name.log" 2>&1
+  local rc=$?
+  tail -n "${TAIL:-40}" "$LOG/$name.log"
+  echo "=== $name: rc=$rc in $((SECONDS - t0)) s"
+  [ $rc -eq 0 ] || status=1
+}
+for step in "$@"; do
+  case $step in
+    info) run_step info python3 -c "import torch, triton, numpy; print(torch.__version__, triton.__version__, numpy.__version__, torch.cuda.get_device_name())" ;;
+    gemm) run_step gemm timeout "${GEMM_TIMEOUT:-300}" python3 benchmarks/bench_gpu_gemm.py ${GEMM_ARGS:-} ;;
+    rows) run_step rows timeout "${ROWS_TIMEOUT:-240}" python3 benchmarks/bench_gpu_rows.py ${ROWS_ARGS:-} ;;
+    quant) run_step quant timeout "${QUANT_TIMEOUT:-300}" python3 benchmarks/bench_gpu_quantize.py ${QUANT_ARGS:-} ;;
+    conform) run_step conform timeout "${CONFORM_TIMEOUT:-400}" python3 -m fp4spec conform --backend triton ${CONFORM_ARGS:-} ;;
+    auto) run_step auto timeout 120 python3 benchmarks/check_gpu_auto.py ;;
+    pytest) run_step pytest timeout "${PYTEST_TIMEOUT:-300}" python3 -m pytest -q -x -p no:cacheprovider ${PYTEST_ARGS:-tests/backends} ;;
+    *) echo "unknown step $step"; status=2 ;;
+  esac
+done
+exit $status
