@@ -23,6 +23,10 @@ cp -r "$ROOT/fp4spec" "$PKG/fp4spec"
 cp -r "$ROOT/emulator" "$PKG/fp4spec/emulator"
 cp -r "$ROOT/backends" "$PKG/fp4spec/backends"
 cp -r "$ROOT/conformance" "$PKG/fp4spec/conformance"
+# Wheels carried in .whl/ (e.g. torchao, absent from the device image) go beside the package.
+if ls "$ROOT"/.whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$PKG" "$ROOT"/.whl/*.whl
+fi
 export PYTHONPATH=$PKG PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
 cd "$ROOT"
 status=0
