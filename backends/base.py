@@ -32,6 +32,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from fp4spec.block_schemes import OVERRIDES, Scheme, get_scheme, schemes as _catalogue
+from fp4spec.rht import ARITHS, OUT_DTYPES, RHT, RHT_SIZES, resolve_rht
 from fp4spec.rounding import DEFAULT_SR_BITS, ROUNDING_MODES
 
 #: Operations a backend may claim. ``quantize`` is required; ``matmul`` comes with
@@ -180,6 +181,22 @@ def _tuple_of_str(value, field: str) -> tuple[str, ...]:
     return out
 
 
+def check_rht_spec(spec, field: str = "rht") -> str:
+    """An RHT spec ``"size/arith"`` or ``"size/arith/out_dtype"`` (``"16/fwht-fp32"``,
+    ``"16/fwht-fp32/bfloat16"``) in canonical form, or a BackendError naming the bad part.
+    An :class:`~fp4spec.rht.RHT` gives its ``spec`` (every output dtype)."""
+    if isinstance(spec, RHT):
+        return spec.spec
+    parts = spec.split("/") if isinstance(spec, str) else []
+    ok = len(parts) in (2, 3) and parts[0].strip().isdigit() and int(parts[0]) in RHT_SIZES \
+        and parts[1].strip() in ARITHS and (len(parts) == 2 or parts[2].strip() in OUT_DTYPES)
+    if not ok:
+        raise BackendError(f"{field}: {spec!r} is not an RHT spec 'size/arith' or 'size/arith/out_dtype' with size "
+                           f"one of {', '.join(map(str, RHT_SIZES))}, arith one of {', '.join(map(repr, ARITHS))}, "
+                           f"out_dtype one of {', '.join(map(repr, OUT_DTYPES))} (e.g. '16/fwht-fp32')")
+    return "/".join([str(int(parts[0]))] + [p.strip() for p in parts[1:]])
+
+
 @dataclasses.dataclass(frozen=True)
 class Capabilities:
     """What a backend claims to do. The conformance suite checks every claim and nothing else.
@@ -200,6 +217,10 @@ class Capabilities:
             :class:`~fp4spec.AccumulatorModel` objects registered there) that
             :meth:`Backend.matmul` implements bit for bit. Required with ``"matmul"``, and
             only allowed with it. Stored as names.
+        rht: Random Hadamard Transforms ``quantize(..., rht=)`` applies bit for bit, as RHT
+            specs ``"size/arith"`` (``"16/fwht-fp32"``: any signs, every output dtype of
+            :data:`fp4spec.rht.OUT_DTYPES`) or ``"size/arith/out_dtype"`` (that output dtype
+            only, e.g. ``"16/fwht-fp32/bfloat16"``). Empty: no RHT. See :meth:`supports_rht`.
     """
 
     schemes: tuple = ()
@@ -211,6 +232,7 @@ class Capabilities:
     any_overrides: bool = False
     notes: str = ""
     accumulators: tuple[str, ...] = ()
+    rht: tuple[str, ...] = ()
 
     def __post_init__(self):
         specs = tuple(scheme_spec(s) for s in _tuple_of_str(self.schemes, "schemes"))
@@ -247,6 +269,21 @@ class Capabilities:
             raise BackendError("accumulators: operation 'matmul' is claimed but no accumulator model is named; "
                                f"give the models it implements bit for bit, among {_known_accumulators()}")
         object.__setattr__(self, "accumulators", accs)
+        rhts = []
+        for spec in (self.rht,) if isinstance(self.rht, (str, RHT)) else _tuple_of_str(self.rht, "rht"):
+            spec = check_rht_spec(spec)
+            if spec not in rhts:
+                rhts.append(spec)
+        object.__setattr__(self, "rht", tuple(rhts))
+
+    def supports_rht(self, rht) -> bool:
+        """True if ``quantize(..., rht=rht)`` is claimed: None (no transform) always is; an
+        :class:`~fp4spec.rht.RHT` (or ``"te"``, or an int seed: :func:`~fp4spec.rht.resolve_rht`)
+        is if its ``"size/arith"`` or ``"size/arith/out_dtype"`` is in :attr:`rht`."""
+        r = resolve_rht(rht)
+        if r is None:
+            return True
+        return r.spec in self.rht or f"{r.spec}/{r.out_dtype}" in self.rht
 
     def supports(self, operation: str) -> bool:
         """True if ``operation`` (one of :data:`OPERATIONS`) is claimed."""
@@ -303,11 +340,18 @@ class Backend:
         raise NotImplementedError(f"capabilities: backend {self.name!r} must say what it supports")
 
     def quantize(self, x: np.ndarray, scheme: Scheme, *, rounding: str = "rne", rbits=None,
-                 sr_bits: int = DEFAULT_SR_BITS):
+                 sr_bits: int = DEFAULT_SR_BITS, rht: "RHT | None" = None):
         """Block-quantize float32 ``x`` along its last axis; return a :class:`fp4spec.QuantizedTensor`.
 
         ``rbits`` (``rounding="sr"`` only): uint32 integers in ``[0, 2**sr_bits)``, x's shape,
         one per element, used as :func:`fp4spec.quantize` uses them.
+
+        ``rht``: None, or a resolved :class:`fp4spec.rht.RHT` that
+        ``capabilities().supports_rht`` accepts. Then x is first transformed along its last
+        axis (``rht.apply(x, axis=-1)``, then float32), and the scheme quantizes the
+        transformed values: the tensor amax of two-level schemes is over them, ``rbits[i]``
+        rounds transformed element i. The result records ``rht``. Backends that claim no
+        RHT may leave the keyword out: callers pass it only when it is not None.
         """
         raise NotImplementedError(f"quantize: backend {self.name!r} does not implement it")
 
@@ -364,5 +408,5 @@ def iter_specs(items: Iterable) -> list[str]:
     return [scheme_spec(s) for s in items]
 
 
-__all__ = ["Availability", "Backend", "BackendError", "Capabilities", "OPERATIONS", "as_numpy", "iter_specs",
-           "resolve_scheme", "scheme_spec"]
+__all__ = ["Availability", "Backend", "BackendError", "Capabilities", "OPERATIONS", "as_numpy", "check_rht_spec",
+           "iter_specs", "resolve_scheme", "scheme_spec"]

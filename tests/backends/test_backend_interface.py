@@ -145,6 +145,27 @@ def test_capabilities_validate_and_answer():
         Capabilities(schemes=("mxfp4",), sr_bits=(0,))
 
 
+def test_capabilities_rht_specs():
+    from fp4spec.rht import RHT
+
+    caps = Capabilities(schemes=("nvfp4",), rht=("16/fwht-fp32", " 16/fwht-fp32", "32/fwht-fp32/bfloat16"))
+    assert caps.rht == ("16/fwht-fp32", "32/fwht-fp32/bfloat16")
+    assert caps.supports_rht(None) and caps.supports_rht("te") and caps.supports_rht(7)
+    assert caps.supports_rht(RHT.te(out_dtype="float32")) and caps.supports_rht(RHT.from_seed(1, 32))
+    assert not caps.supports_rht(RHT.from_seed(1, 32, out_dtype="float32"))
+    assert not caps.supports_rht(RHT.te(arith="float64")) and not caps.supports_rht(RHT.from_seed(0, 64))
+    assert Capabilities(schemes=("nvfp4",)).rht == () and not Capabilities(schemes=("nvfp4",)).supports_rht("te")
+    assert Capabilities(rht="16/fwht-fp32").rht == ("16/fwht-fp32",)
+    assert Capabilities(rht=(RHT.from_seed(0, 64),)).rht == ("64/fwht-fp32",)
+    for bad in ("16", "8/fwht-fp32", "16/fp32", "16/fwht-fp32/float16", "16/fwht-fp32/bfloat16/x"):
+        with pytest.raises(BackendError, match="rht: .* is not an RHT spec 'size/arith'"):
+            Capabilities(rht=(bad,))
+    with pytest.raises(BackendError, match="rht: expected a sequence of strings"):
+        Capabilities(rht=16)
+    with pytest.raises(ValueError, match="rht: 'TE' is not None, an RHT"):
+        caps.supports_rht("TE")
+
+
 def test_numpy_capabilities_claim_everything():
     caps = get_backend("numpy").capabilities()
     assert set(caps.schemes) >= set(fp4spec.schemes) - {"hif4"}
