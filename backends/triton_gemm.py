@@ -1,0 +1,665 @@
+"""Triton block-scaled GEMM: C = A . B^T (+ c) of packed 4-bit operands, bit-exact under the
+``sm90-bf16`` accumulator model (NVIDIA Hopper, bf16 tensor cores).
+
+Hopper has no FP4 or block-scaled MMA. This kernel does what the model describes
+(:data:`fp4spec.accumulators` ``["sm90-bf16"]``): every operand element becomes the bf16 value
+``bf16(element * block scale)`` and bf16 ``wgmma`` instructions (k = 16 each; MMA-Sim:
+one truncated fused dot-product-add per instruction, F = 25, RZ to FP32) accumulate into an
+FP32 accumulator, K ascending. Normative algorithm of :func:`matmul_packed`:
+
+1. Operands: A (M x K) and B (N x K), blocked along K. Element codes packed two per byte
+   along K, the first (even-K) element in the low nibble: ``a_packed`` (M x K/2) and
+   ``b_packed`` (N x K/2) uint8. Scale codes, one per block, row-major: ``a_scales``
+   (M x K/k_A), ``b_scales`` (N x K/k_B) uint8 (E8M0 for MX, UE4M3 for the two-level
+   schemes; a UE4M3 code's bit 7 is ignored). K is a multiple of 16 and of both block sizes.
+2. Dequantize (:func:`_bf16_bits`, in registers, integer operations only): each element
+   becomes ``bf16(element * scale)``. For the supported schemes this product is always exact
+   in bf16 (at most 8 significant bits; UE4M3 products are normal; E8M0 products may be
+   bf16 subnormals, 2^-128 at least) except for overflow: a product of 2^128 or more is
+   +-Inf (E8M0 only). A NaN scale code (E8M0 0xFF, UE4M3 0x7F) gives NaN for the block.
+3. Accumulate: ``acc = c`` (float32 M x N; +0 when c is None -- an explicit +0 accumulator,
+   never an "ignore the accumulator" MMA), then for k0 = 0, BK, 2 BK, ... in order one
+   ``tl.dot(a_tile, b_tile^T, acc)`` with bf16 operands: Triton emits BK/16 k = 16 MMA
+   instructions per dot, chained in ascending K (wgmma m64nNk16 on Hopper for tiles of 64
+   rows or more, mma.sync m16n8k16 otherwise; MMA-Sim models both with the same fused
+   step), so each instruction is exactly one k = 16 step of the model.
+4. Epilogue: with tensor scales, ``acc = fp32(acc * g)`` with ``g = fp32(gA * gB)``
+   (:func:`fp4spec.accumulator_models.tensor_scale_product`; one IEEE multiplication).
+5. NaN results get the model's NaN bit pattern (``0x7FFFFFFF``). Output float32, or bf16:
+   round to nearest even of the float32 result (integer rounding of its bit pattern; NaN
+   becomes the upper half of the NaN pattern, 0x7FFF).
+
+Why it is bit-exact: step 2 computes the model's operands exactly (tested over every
+element code x scale code pair, :func:`dequantize_bf16`); step 3 is the hardware whose
+arithmetic the model describes, with the model's chaining (the order inside one k = 16
+instruction does not matter: the fused sum of truncated terms is exact); steps 4-5 are the
+model's own float32 operations. Under ``TRITON_INTERPRET=1`` the interpreter's ``tl.dot``
+is a numpy matmul (and mishandles bf16 operands), so the interpreted kernels feed the same
+exact operand values as float32: only data on which every accumulator model agrees can be
+checked on the CPU; the bit-exact check of the accumulation itself needs the GPU
+(``tests/backends/test_triton_gemm.py``, ``benchmarks/bench_gpu_gemm.py``).
+
+Variants (:class:`TileConfig`): ``"fused"`` dequantizes both operand tiles in the GEMM's K
+loop; ``"prepass"`` dequantizes A and B once into bf16 buffers (:func:`dequantize_bf16`,
+the same integer dequantization, memory bound) and then runs the same GEMM kernel on bf16
+tiles; ``"hybrid"`` does that for B only (the wgmma shared-memory operand) and dequantizes A
+in the loop. All three give the same bits. ``unpack="join"`` interleaves the low and high
+nibbles back into K order; ``unpack="dup"`` permutes K inside every 16-element group
+instead (low nibbles of 8 bytes, then their high nibbles: the same 16 products per MMA
+instruction, each byte loaded twice).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from .base import BackendError, resolve_scheme
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - the module is only usable with triton
+    triton = None
+    tl = None
+
+#: Accumulator models the kernel implements bit for bit.
+ACCUMULATORS = ("sm90-bf16",)
+#: Catalogue schemes it takes (A and B may use different ones; the scale rule and profile do
+#: not matter to a GEMM, so every ``mxfp4:scale_rule=...`` variant is taken too).
+SCHEMES = ("mxfp4", "nvfp4", "nvfp4_2d", "ufp4", "nvint4")
+#: Element formats and scale formats the dequantization handles (kernel codes).
+ELEMENTS = {"e2m1": 0, "e1m2": 1, "int4_sym": 2}
+SCALES = {"e8m0": 0, "ue4m3": 1}
+#: The float32 NaN of the sm90-bf16 model (``model.nan_bits``).
+NAN_BITS = 0x7FFFFFFF
+VARIANTS = ("fused", "hybrid", "prepass")
+UNPACKS = ("join", "dup")
+
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+# =====================================================================================
+# Kernels
+# =====================================================================================
+
+if triton is not None:
+
+    @triton.jit
+    def _element_f32_bits(code, ELEM: tl.constexpr):
+        """float32 bit patterns (int32) of 4-bit element codes (int32 0..15), exact.
+
+        e2m1 (ELEM 0): magnitude code m -> 0, 0.5, 1, 1.5, 2, 3, 4, 6; for m >= 2 the pattern
+        is (m + 252) << 22 (exponent (m >> 1) - 1, one mantissa bit m & 1). e1m2 (1): m * 0.5.
+        int4_sym (2): two's complement -8..7. Bit 3 is the sign of e2m1/e1m2 (-0 kept).
+        """
+        m = code & 7
+        if ELEM == 0:
+            mag = tl.where(m > 1, (m + 252) << 22, tl.where(m == 1, 0x3F000000, 0))
+            return mag | ((code >> 3) << 31)
+        elif ELEM == 1:
+            mag = (m.to(tl.float32) * 0.5).to(tl.int32, bitcast=True)
+            return mag | ((code >> 3) << 31)
+        else:
+            return (code - ((code & 8) << 1)).to(tl.float32).to(tl.int32, bitcast=True)
+
+    @triton.jit
+    def _ue4m3_f32(s):
+        """float32 value of UE4M3 scale codes (bit 7 ignored; 0x7F -> NaN), exact."""
+        s = s & 0x7F
+        e = s >> 3
+        m = s & 7
+        normal = ((e + 120) << 23 | (m << 20)).to(tl.float32, bitcast=True)
+        sub = m.to(tl.float32) * 0.001953125  # m * 2^-9, exact
+        v = tl.where(e == 0, sub, normal)
+        return tl.where(s == 0x7F, float("nan"), v)
+
+    @triton.jit
+    def _bf16_bits(code, s, ELEM: tl.constexpr, SCALE: tl.constexpr):
+        """bf16 bit patterns (int32 in 0..0xFFFF) of element * block scale, as the sm90-bf16
+        model's operands: exact products, +-Inf on overflow, NaN for a NaN scale code.
+
+        UE4M3 (SCALE 1): one float32 multiplication, exact and normal (|product| >= 2^-10, at
+        most 8 significant bits), so its upper 16 bits are the bf16 value. E8M0 (SCALE 0): the
+        element's bf16 exponent plus s - 127 (integers only): >= 255 is +-Inf, <= 0 a bf16
+        subnormal (the significand shifted right by at most 2, which drops no bit for these
+        elements), a zero element stays a signed zero.
+        """
+        eb = _element_f32_bits(code, ELEM)
+        if SCALE == 1:
+            p = eb.to(tl.float32, bitcast=True) * _ue4m3_f32(s)
+            return (p.to(tl.int32, bitcast=True) >> 16) & 0xFFFF
+        else:
+            b = (eb >> 16) & 0xFFFF
+            sign = b & 0x8000
+            mag = b & 0x7FFF
+            e = (mag >> 7) + s - 127
+            normal = (e << 7) | (mag & 0x7F)
+            sub = (0x80 | (mag & 0x7F)) >> tl.minimum(tl.maximum(1 - e, 0), 15)
+            r = tl.where(e >= 255, 0x7F80, tl.where(e >= 1, normal, sub))
+            r = tl.where(mag == 0, 0, r) | sign
+            return tl.where(s == 255, 0x7FC0, r)
+
+    @triton.jit
+    def _as_dot_operand(bits, DOT_F32: tl.constexpr):
+        """bf16 tensor from bf16 bit patterns (int32); the same value as float32 under the
+        interpreter (whose tl.dot mishandles bf16), exact either way."""
+        if DOT_F32:
+            return (bits << 16).to(tl.float32, bitcast=True)
+        return bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
+
+    @triton.jit
+    def _operand_tile(p_ptr, s_ptr, rows, k0, sp, ss, BR: tl.constexpr, BK: tl.constexpr, BLOCK: tl.constexpr,
+                      ELEM: tl.constexpr, SCALE: tl.constexpr, FUSED: tl.constexpr, DUP: tl.constexpr,
+                      DOT_F32: tl.constexpr):
+        """One BR x BK operand tile (rows ``rows`` (int64), K from k0), bf16 for tl.dot.
+
+        FUSED: packed codes (p_ptr, row stride sp bytes) and scale codes (s_ptr, row stride
+        ss), dequantized here; else bf16 bit patterns (p_ptr as int16, row stride sp).
+        DUP: column c of the tile is K index k0 + 16 (c // 16) + 2 (c % 8) + (c // 8) % 2 (the
+        same 16-element group, permuted); else column c is K index k0 + c.
+        """
+        if FUSED:
+            if DUP:
+                c = tl.arange(0, BK)
+                kb = k0 // 2 + (c // 16) * 8 + (c % 8)
+                byte = tl.load(p_ptr + rows[:, None] * sp + kb[None, :]).to(tl.int32)
+                code = (byte >> (((c // 8) % 2) * 4)[None, :]) & 15
+                s = tl.load(s_ptr + rows[:, None] * ss + ((k0 + c) // BLOCK)[None, :]).to(tl.int32)
+                bits = _bf16_bits(code, s, ELEM, SCALE)
+            else:
+                kb = k0 // 2 + tl.arange(0, BK // 2)
+                byte = tl.load(p_ptr + rows[:, None] * sp + kb[None, :]).to(tl.int32)
+                s = tl.load(s_ptr + rows[:, None] * ss + ((kb * 2) // BLOCK)[None, :]).to(tl.int32)
+                lo = _bf16_bits(byte & 15, s, ELEM, SCALE)
+                hi = _bf16_bits(byte >> 4, s, ELEM, SCALE)
+                bits = tl.reshape(tl.join(lo, hi), (BR, BK))
+        else:
+            c = tl.arange(0, BK)
+            if DUP:
+                k = k0 + (c // 16) * 16 + 2 * (c % 8) + (c // 8) % 2
+            else:
+                k = k0 + c
+            bits = tl.load(p_ptr + rows[:, None] * sp + k[None, :]).to(tl.int32) & 0xFFFF
+        return _as_dot_operand(bits, DOT_F32)
+
+    @triton.jit
+    def gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, g_ptr, out_ptr, zero, M, N, K,
+                    sam, sas, sbn, sbs, scm, som,
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                    A_FUSED: tl.constexpr, A_ELEM: tl.constexpr, A_SCALE: tl.constexpr, A_BLOCK: tl.constexpr,
+                    B_FUSED: tl.constexpr, B_ELEM: tl.constexpr, B_SCALE: tl.constexpr, B_BLOCK: tl.constexpr,
+                    DUP: tl.constexpr, HAS_C: tl.constexpr, HAS_G: tl.constexpr, OUT_BF16: tl.constexpr,
+                    NAN: tl.constexpr, DOT_F32: tl.constexpr):
+        """One BM x BN tile of C = A . B^T (+ c), steps 2-5 of the module docstring.
+
+        Grouped tile order (GROUP_M rows of tiles share B tiles in L2). Rows past M / N are
+        read modulo M / N (no masks in the K loop) and not stored. K % BK == 0.
+        """
+        pid = tl.program_id(0)
+        num_m = tl.cdiv(M, BM)
+        num_n = tl.cdiv(N, BN)
+        per_group = GROUP_M * num_n
+        first_m = (pid // per_group) * GROUP_M
+        size_m = tl.minimum(num_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % per_group) % size_m
+        pid_n = (pid % per_group) // size_m
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        ra = (rm % M).to(tl.int64)
+        rb = (rn % N).to(tl.int64)
+        omask = (rm[:, None] < M) & (rn[None, :] < N)
+        rm64 = rm.to(tl.int64)
+        if HAS_C:
+            acc = tl.load(c_ptr + rm64[:, None] * scm + rn[None, :], mask=omask, other=0.0)
+        else:
+            # +0 from a runtime argument: a constant zero would let Triton drop the
+            # accumulator operand of the first MMA, which the model does not describe
+            acc = tl.full((BM, BN), zero, tl.float32)
+        for k0 in range(0, K, BK):
+            a = _operand_tile(a_ptr, as_ptr, ra, k0, sam, sas, BM, BK, A_BLOCK, A_ELEM, A_SCALE, A_FUSED, DUP,
+                              DOT_F32)
+            b = _operand_tile(b_ptr, bs_ptr, rb, k0, sbn, sbs, BN, BK, B_BLOCK, B_ELEM, B_SCALE, B_FUSED, DUP,
+                              DOT_F32)
+            if DOT_F32:
+                acc = tl.dot(a, tl.trans(b), acc, input_precision="ieee")
+            else:
+                acc = tl.dot(a, tl.trans(b), acc)
+        if HAS_G:
+            acc = acc * tl.load(g_ptr)
+        bits = tl.where(acc != acc, NAN, acc.to(tl.int32, bitcast=True))
+        optr = out_ptr + rm64[:, None] * som + rn[None, :]
+        if OUT_BF16:
+            r = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+            r = tl.where(acc != acc, (NAN >> 16) & 0xFFFF, r)
+            tl.store(optr, r.to(tl.int16), mask=omask)
+        else:
+            tl.store(optr, bits, mask=omask)
+
+    @triton.jit
+    def dequant_bf16_kernel(p_ptr, s_ptr, out_ptr, R, KB, sp, ss, so,
+                            BR: tl.constexpr, BKB: tl.constexpr, BLOCK: tl.constexpr,
+                            ELEM: tl.constexpr, SCALE: tl.constexpr):
+        """bf16(element * scale) of a BR x 2 BKB tile: out (int32 view of the bf16 R x K
+        matrix, row stride so = K / 2 words) gets lo | hi << 16 per packed byte."""
+        rows = tl.program_id(0) * BR + tl.arange(0, BR)
+        kb = tl.program_id(1) * BKB + tl.arange(0, BKB)
+        mask = (rows[:, None] < R) & (kb[None, :] < KB)
+        r64 = rows.to(tl.int64)
+        byte = tl.load(p_ptr + r64[:, None] * sp + kb[None, :], mask=mask, other=0).to(tl.int32)
+        s = tl.load(s_ptr + r64[:, None] * ss + ((kb * 2) // BLOCK)[None, :], mask=mask, other=0).to(tl.int32)
+        lo = _bf16_bits(byte & 15, s, ELEM, SCALE)
+        hi = _bf16_bits(byte >> 4, s, ELEM, SCALE)
+        tl.store(out_ptr + r64[:, None] * so + kb[None, :], lo | (hi << 16), mask=mask)
+
+    @triton.jit
+    def dot_scaled_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, out_ptr, zero, M, N, K, sam, sas, sbn, sbs, scm, som,
+                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                          HAS_C: tl.constexpr, NAN: tl.constexpr):
+        """Experiment, not claimed: the same GEMM through ``tl.dot_scaled`` (E2M1 x E2M1, E8M0
+        blocks of 32; Triton upcasts to bf16 on Hopper). Compared with the model by the
+        benchmark only."""
+        pid = tl.program_id(0)
+        num_m = tl.cdiv(M, BM)
+        num_n = tl.cdiv(N, BN)
+        per_group = GROUP_M * num_n
+        first_m = (pid // per_group) * GROUP_M
+        size_m = tl.minimum(num_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % per_group) % size_m
+        pid_n = (pid % per_group) // size_m
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        ra = (rm % M).to(tl.int64)
+        rb = (rn % N).to(tl.int64)
+        omask = (rm[:, None] < M) & (rn[None, :] < N)
+        rm64 = rm.to(tl.int64)
+        if HAS_C:
+            acc = tl.load(c_ptr + rm64[:, None] * scm + rn[None, :], mask=omask, other=0.0)
+        else:
+            acc = tl.full((BM, BN), zero, tl.float32)
+        kb = tl.arange(0, BK // 2)
+        ks = tl.arange(0, BK // 32)
+        for k0 in range(0, K, BK):
+            a = tl.load(a_ptr + ra[:, None] * sam + (k0 // 2 + kb)[None, :])
+            sa = tl.load(as_ptr + ra[:, None] * sas + (k0 // 32 + ks)[None, :])
+            b = tl.load(b_ptr + rb[None, :] * sbn + (k0 // 2 + kb)[:, None])
+            sb = tl.load(bs_ptr + rb[:, None] * sbs + (k0 // 32 + ks)[None, :])
+            acc = tl.dot_scaled(a, sa, "e2m1", b, sb, "e2m1", acc)
+        bits = tl.where(acc != acc, NAN, acc.to(tl.int32, bitcast=True))
+        tl.store(out_ptr + rm64[:, None] * som + rn[None, :], bits, mask=omask)
+
+
+# =====================================================================================
+# Configurations
+# =====================================================================================
+
+@dataclasses.dataclass(frozen=True)
+class TileConfig:
+    """How the GEMM runs (never what it computes: every configuration gives the same bits).
+
+    Fields:
+        variant: ``"fused"`` (both operands dequantized in the K loop), ``"hybrid"`` (B
+            dequantized once to bf16, A in the loop) or ``"prepass"`` (both once to bf16).
+        BM, BN, BK: output tile and K step (powers of two, >= 16; BK is halved until it
+            divides K).
+        GROUP_M: tile rows per group of the grouped (L2-friendly) tile order.
+        num_warps, num_stages: Triton launch options (num_stages pipelines the K loop's loads).
+        unpack: ``"join"`` or ``"dup"`` (see the module docstring).
+        dq_rows, dq_bytes: tile of the prepass dequantize kernel (rows x packed bytes).
+    """
+
+    variant: str = "prepass"
+    BM: int = 128
+    BN: int = 256
+    BK: int = 64
+    GROUP_M: int = 8
+    num_warps: int = 8
+    num_stages: int = 3
+    unpack: str = "join"
+    dq_rows: int = 32
+    dq_bytes: int = 128
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant: {self.variant!r} is not one of {', '.join(map(repr, VARIANTS))}")
+        if self.unpack not in UNPACKS:
+            raise ValueError(f"unpack: {self.unpack!r} is not one of {', '.join(map(repr, UNPACKS))}")
+        for f in ("BM", "BN", "BK", "dq_rows", "dq_bytes"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 16 or v & (v - 1):
+                raise ValueError(f"{f}: {v!r} is not a power of two >= 16")
+        for f in ("GROUP_M", "num_warps", "num_stages"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{f}: {v!r} is not a positive integer")
+
+    def describe(self) -> str:
+        return (f"{self.variant} {self.BM}x{self.BN}x{self.BK} w{self.num_warps} s{self.num_stages} "
+                f"g{self.GROUP_M} {self.unpack}")
+
+
+#: Named configurations swept by ``benchmarks/bench_gpu_gemm.py``.
+CONFIGS = {
+    "prepass-128x256": TileConfig("prepass", 128, 256, 64, 8, 8, 3),
+    "prepass-128x256-s4": TileConfig("prepass", 128, 256, 64, 8, 8, 4),
+    "prepass-128x128": TileConfig("prepass", 128, 128, 64, 8, 4, 4),
+    "prepass-256x128": TileConfig("prepass", 256, 128, 64, 8, 8, 3),
+    "hybrid-128x256": TileConfig("hybrid", 128, 256, 64, 8, 8, 3),
+    "hybrid-128x128": TileConfig("hybrid", 128, 128, 64, 8, 8, 3),
+    "fused-128x128": TileConfig("fused", 128, 128, 64, 8, 8, 3),
+    "fused-128x256": TileConfig("fused", 128, 256, 64, 8, 8, 3),
+    "fused-128x128-k128": TileConfig("fused", 128, 128, 128, 8, 8, 2),
+    "fused-128x128-dup": TileConfig("fused", 128, 128, 64, 8, 8, 3, "dup"),
+    "fused-64x128": TileConfig("fused", 64, 128, 64, 8, 4, 3),
+}
+#: The configuration used when none is given.
+DEFAULT_CONFIG = "prepass-128x256"
+
+
+def get_config(config=None, **overrides) -> TileConfig:
+    """A :class:`TileConfig`: ``config`` (a name of :data:`CONFIGS`, a TileConfig, or None for
+    :data:`DEFAULT_CONFIG`) with field ``overrides``."""
+    if config is None:
+        config = DEFAULT_CONFIG
+    if isinstance(config, str):
+        if config not in CONFIGS:
+            raise ValueError(f"config: {config!r} is not one of {', '.join(map(repr, CONFIGS))}")
+        config = CONFIGS[config]
+    if not isinstance(config, TileConfig):
+        raise TypeError(f"config: expected a name or a TileConfig, got {type(config).__name__}")
+    unknown = [k for k in overrides if k not in {f.name for f in dataclasses.fields(TileConfig)}]
+    if unknown:
+        raise ValueError(f"{unknown[0]}: not a tile configuration field; fields: "
+                         f"{', '.join(f.name for f in dataclasses.fields(TileConfig))}")
+    return dataclasses.replace(config, **overrides) if overrides else config
+
+
+# =====================================================================================
+# Host side
+# =====================================================================================
+
+def operand_format(scheme) -> tuple[int, int, int]:
+    """(element kernel code, scale kernel code, block size) of a scheme the GEMM takes;
+    BackendError naming what is not supported otherwise."""
+    sch = resolve_scheme(scheme)
+    if sch.structure not in ("mx", "two_level"):
+        raise BackendError(f"scheme: {sch.name!r} ({sch.structure}) is not supported by the triton GEMM; it takes "
+                           f"MX and two-level schemes with 4-bit elements ({', '.join(SCHEMES)})")
+    if sch.element.name not in ELEMENTS:
+        raise BackendError(f"scheme: element {sch.element.name!r} of {sch.name!r} is not supported by the triton "
+                           f"GEMM; elements: {', '.join(ELEMENTS)}")
+    if sch.scale.name not in SCALES:
+        raise BackendError(f"scheme: scale {sch.scale.name!r} of {sch.name!r} is not supported by the triton GEMM; "
+                           f"scales: {', '.join(SCALES)}")
+    if sch.block_size % 16:
+        raise BackendError(f"scheme: block size {sch.block_size} of {sch.name!r} is not a multiple of 16 (the "
+                           f"MMA step); the triton GEMM needs whole blocks per 16 elements of K")
+    return ELEMENTS[sch.element.name], SCALES[sch.scale.name], sch.block_size
+
+
+def _schemes(scheme):
+    if isinstance(scheme, (tuple, list)):
+        if len(scheme) != 2:
+            raise ValueError(f"scheme: expected one scheme or a pair (scheme of A, scheme of B), got {scheme!r}")
+        return scheme[0], scheme[1]
+    return scheme, scheme
+
+
+def _check_packed(name: str, packed, scales, block: int, device):
+    import torch
+
+    for arg, t in ((f"{name}_packed", packed), (f"{name}_scales", scales)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{arg}: expected a torch tensor, got {type(t).__name__}")
+        if t.dtype != torch.uint8 or t.dim() != 2:
+            raise ValueError(f"{arg}: expected a 2-d uint8 tensor, got {t.dtype} of shape {tuple(t.shape)}")
+        if t.device != device:
+            raise ValueError(f"{arg}: on {t.device}, but a_packed is on {device}; put every operand on one device")
+        if t.stride(1) != 1:
+            raise ValueError(f"{arg}: the last dimension must be contiguous (stride 1)")
+    rows, k = packed.shape[0], packed.shape[1] * 2
+    if k % 16 or k % block:
+        raise ValueError(f"{name}_packed: K = {k} is not a multiple of 16 (the sm90-bf16 step) and of the block "
+                         f"size {block}; pad K with zero codes")
+    if tuple(scales.shape) != (rows, k // block):
+        raise ValueError(f"{name}_scales: expected shape ({rows}, {k // block}) for K = {k} and blocks of {block}, "
+                         f"got {tuple(scales.shape)}")
+    return rows, k
+
+
+def _g_tensor(g, device):
+    import torch
+
+    if g is None:
+        return None
+    if isinstance(g, torch.Tensor):
+        if g.numel() != 1:
+            raise ValueError(f"g: expected one value, got a tensor of shape {tuple(g.shape)}")
+        if g.dtype != torch.float32:
+            raise ValueError(f"g: expected float32 (fp32(gA * gB)), got {g.dtype}")
+        return g.reshape(1).to(device)
+    return torch.tensor([float(np.float32(g))], dtype=torch.float32, device=device)
+
+
+def dequantize_bf16(packed, scales, scheme, *, rows_per_program: int = 32, bytes_per_program: int = 128,
+                    num_warps: int = 4):
+    """bf16 (R x K) tensor ``bf16(element * block scale)`` of packed codes (R x K/2, low nibble
+    first) and scale codes (R x K/k): the sm90-bf16 model's operand values (step 2 of the
+    module docstring), on the device of ``packed``. Tensor scales are not applied."""
+    import torch
+
+    elem, scale, block = operand_format(scheme)
+    rows, k = _check_packed("x", packed, scales, block, packed.device)
+    out = torch.empty((rows, k), dtype=torch.bfloat16, device=packed.device)
+    kb = k // 2
+    grid = (triton.cdiv(rows, rows_per_program), triton.cdiv(kb, bytes_per_program))
+    dequant_bf16_kernel[grid](packed, scales, out.view(torch.int32), rows, kb, packed.stride(0), scales.stride(0),
+                              kb, BR=rows_per_program, BKB=bytes_per_program, BLOCK=block, ELEM=elem, SCALE=scale,
+                              num_warps=num_warps)
+    return out
+
+
+def _pow2_at_most(n: int) -> int:
+    return 1 << (max(int(n), 1).bit_length() - 1)
+
+
+def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=None, out_dtype=None,
+                  config=None, **tile_config):
+    """C = A . B^T (+ c) times g, bit-exact under ``sm90-bf16`` (the module docstring's steps).
+
+    Args:
+        a_packed, a_scales: A (M x K): uint8 codes packed along K (M x K/2, first element in
+            the low nibble) and scale codes (M x K/k) -- a CUDA tensor (or CPU under
+            ``TRITON_INTERPRET=1``).
+        b_packed, b_scales: B (N x K), the same layout, same device.
+        scheme: the operands' scheme (name, spec or Scheme), or a pair (scheme of A, scheme
+            of B); its element format, scale format and block size are what matter.
+        g: the tensor-scale product ``fp32(gA * gB)`` (a float32 number or a one-element
+            float32 tensor), or None (no epilogue multiplication).
+        c: None (start from +0) or a float32 (M, N) initial accumulator.
+        out_dtype: ``torch.float32`` (default) or ``torch.bfloat16`` (RNE of the float32 result).
+        config, **tile_config: a :class:`TileConfig`, a name of :data:`CONFIGS`, and/or field
+            overrides (``variant=``, ``BM=``, ...); results do not depend on them.
+
+    Returns:
+        a torch tensor (M, N) of ``out_dtype`` on the operands' device.
+    """
+    import torch
+
+    out_dtype = torch.float32 if out_dtype is None else out_dtype
+    if out_dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"out_dtype: {out_dtype} is not torch.float32 or torch.bfloat16")
+    sa, sb = _schemes(scheme)
+    ea, fa, ka = operand_format(sa)
+    eb, fb, kb = operand_format(sb)
+    if not isinstance(a_packed, torch.Tensor):
+        raise TypeError(f"a_packed: expected a torch tensor, got {type(a_packed).__name__}")
+    dev = a_packed.device
+    m, k = _check_packed("a", a_packed, a_scales, ka, dev)
+    n, k_b = _check_packed("b", b_packed, b_scales, kb, dev)
+    if k != k_b:
+        raise ValueError(f"a_packed, b_packed: K differs ({k} vs {k_b}); C = A . B^T needs A (M x K), B (N x K)")
+    if c is not None:
+        if not isinstance(c, torch.Tensor):
+            c = torch.from_numpy(np.ascontiguousarray(np.asarray(c)))
+        if c.dtype != torch.float32:
+            raise TypeError(f"c: expected float32, got {c.dtype}")
+        if tuple(c.shape) != (m, n):
+            raise ValueError(f"c: expected shape ({m}, {n}) (M x N), got {tuple(c.shape)}")
+        c = c.to(dev)
+        if c.stride(1) != 1:
+            c = c.contiguous()
+    gt = _g_tensor(g, dev)
+    cfg = get_config(config, **tile_config)
+    bk = cfg.BK
+    while k % bk:
+        bk //= 2
+    bm = min(cfg.BM, max(16, triton.next_power_of_2(m)))
+    bn = min(cfg.BN, max(16, triton.next_power_of_2(n)))
+    interp = _interpret()
+    a_fused = cfg.variant in ("fused", "hybrid")
+    b_fused = cfg.variant == "fused"
+    if not a_fused:
+        a_ptr, sam = dequantize_bf16(a_packed, a_scales, sa, rows_per_program=cfg.dq_rows,
+                                     bytes_per_program=cfg.dq_bytes).view(torch.int16), k
+    else:
+        a_ptr, sam = a_packed, a_packed.stride(0)
+    if not b_fused:
+        b_ptr, sbn = dequantize_bf16(b_packed, b_scales, sb, rows_per_program=cfg.dq_rows,
+                                     bytes_per_program=cfg.dq_bytes).view(torch.int16), k
+    else:
+        b_ptr, sbn = b_packed, b_packed.stride(0)
+    out = torch.empty((m, n), dtype=out_dtype, device=dev)
+    out_view = out.view(torch.int16 if out_dtype == torch.bfloat16 else torch.int32)
+    dummy = out_view
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
+    nan = NAN_BITS - (1 << 32) if NAN_BITS >= 1 << 31 else NAN_BITS
+    gemm_kernel[grid](
+        a_ptr, a_scales, b_ptr, b_scales, dummy if c is None else c, dummy if gt is None else gt, out_view, 0.0,
+        m, n, k, sam, a_scales.stride(0), sbn, b_scales.stride(0), 0 if c is None else c.stride(0), out.stride(0),
+        BM=bm, BN=bn, BK=bk, GROUP_M=cfg.GROUP_M,
+        A_FUSED=a_fused, A_ELEM=ea, A_SCALE=fa, A_BLOCK=ka, B_FUSED=b_fused, B_ELEM=eb, B_SCALE=fb, B_BLOCK=kb,
+        DUP=cfg.unpack == "dup", HAS_C=c is not None, HAS_G=gt is not None, OUT_BF16=out_dtype == torch.bfloat16,
+        NAN=nan, DOT_F32=interp, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    return out
+
+
+def matmul_dot_scaled(a_packed, a_scales, b_packed, b_scales, *, c=None, BM=128, BN=128, BK=128, GROUP_M=8,
+                      num_warps=8, num_stages=3):
+    """Experiment (not claimed, not used by :func:`matmul`): MXFP4 x MXFP4 (E2M1, E8M0 blocks
+    of 32) through ``tl.dot_scaled``, float32 out, NaN as 0x7FFFFFFF. The benchmark compares
+    it with the sm90-bf16 model; use :func:`matmul_packed` for bit-exact results."""
+    import torch
+
+    dev = a_packed.device
+    m, k = _check_packed("a", a_packed, a_scales, 32, dev)
+    n, _ = _check_packed("b", b_packed, b_scales, 32, dev)
+    bk = BK
+    while k % bk:
+        bk //= 2
+    if bk < 32:
+        raise ValueError(f"a_packed: K = {k} is not a multiple of 32")
+    bm = min(BM, max(16, triton.next_power_of_2(m)))
+    bn = min(BN, max(16, triton.next_power_of_2(n)))
+    out = torch.empty((m, n), dtype=torch.float32, device=dev)
+    ov = out.view(torch.int32)
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
+    dot_scaled_kernel[grid](a_packed, a_scales, b_packed, b_scales, ov if c is None else c, ov, 0.0, m, n, k,
+                            a_packed.stride(0), a_scales.stride(0), b_packed.stride(0), b_scales.stride(0),
+                            0 if c is None else c.stride(0), out.stride(0), BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M,
+                            HAS_C=c is not None, NAN=NAN_BITS, num_warps=num_warps, num_stages=num_stages)
+    return out
+
+
+def pack_operand(q, device=None):
+    """(packed codes, scale codes, tensor scale or None) of a 2-d QuantizedTensor blocked along
+    K, as torch tensors on ``device`` (default: the tensor's own device, or ``"cuda"`` for a
+    numpy QuantizedTensor when CUDA is available, else the CPU): the layout
+    :func:`matmul_packed` takes."""
+    import torch
+
+    if device is None:
+        device = q.device if q.is_torch else ("cuda" if torch.cuda.is_available() else "cpu")
+    qt = q.to_torch(device) if not q.is_torch or str(q.device) != str(torch.device(device)) else q
+    codes = qt.codes.to(torch.uint8)
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
+    return packed, qt.scales.to(torch.uint8).contiguous(), qt.global_scale
+
+
+def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=None, config=None,
+           **tile_config) -> np.ndarray:
+    """``Backend.matmul`` for the triton backend: D = A . B^T (+ c) of two QuantizedTensors
+    (numpy or torch), as :func:`fp4spec.matmul` with ``accumulator="sm90-bf16"``, bit for bit.
+
+    1. ``accumulator`` must be ``"sm90-bf16"`` (BackendError otherwise).
+    2. The operands are checked as the spec checks them
+       (:func:`fp4spec.accumulator_models.check_operands`: rank 2, blocked along K, equal K,
+       K a multiple of 16, c float32 (M, N)); their schemes must be ones the kernel takes
+       (:func:`operand_format`).
+    3. Codes are packed (low nibble first) on ``device``, ``g = fp32(gA * gB)``, and
+       :func:`matmul_packed` runs.
+
+    Returns float32 (M, N) numpy (``out_dtype=torch.bfloat16``: the bf16 bits as uint16).
+    """
+    import torch
+
+    from fp4spec.accumulator_models import check_operands, get_accumulator
+
+    model = get_accumulator(accumulator)
+    if model.name not in ACCUMULATORS:
+        raise BackendError(f"accumulator: the triton GEMM implements only {', '.join(map(repr, ACCUMULATORS))} "
+                           f"(Hopper bf16 tensor cores), not {model.name!r}")
+    if model != get_accumulator(model.name):
+        raise BackendError(f"accumulator: a modified {model.name!r} model is not what the kernel computes")
+    from fp4spec.quantized import QuantizedTensor
+
+    for arg, q in (("qa", qa), ("qb", qb)):
+        if not isinstance(q, QuantizedTensor):
+            raise TypeError(f"{arg}: expected a QuantizedTensor (fp4spec.quantize(x, scheme)), got {type(q).__name__}")
+    c_np = None if c is None else (c.detach().cpu().numpy() if isinstance(c, torch.Tensor) else np.asarray(c))
+    ops = check_operands(model, qa.to_numpy(), qb.to_numpy(), c_np)
+    operand_format(qa.scheme)
+    operand_format(qb.scheme)
+    if device is None:
+        device = qa.device if qa.is_torch else ("cuda" if torch.cuda.is_available() else "cpu")
+    pa, sa, _ = pack_operand(qa, device)
+    pb, sb, _ = pack_operand(qb, device)
+    ct = None if ops.c is None else torch.from_numpy(np.ascontiguousarray(ops.c)).to(device)
+    out = matmul_packed(pa, sa, pb, sb, (qa.scheme, qb.scheme), g=ops.g, c=ct, out_dtype=out_dtype, config=config,
+                        **tile_config)
+    if out.dtype == torch.bfloat16:
+        return out.view(torch.int16).cpu().numpy().view(np.uint16)
+    return out.cpu().numpy()
+
+
+def bf16_rne_bits(x: np.ndarray, nan_bits: int = NAN_BITS) -> np.ndarray:
+    """uint16 bf16 bit patterns of float32 ``x`` rounded to nearest even (step 5 of the
+    module docstring; NaN -> ``nan_bits >> 16``): the reference of the bf16 output."""
+    b = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
+    r = np.where(np.isnan(x), (nan_bits >> 16) & 0xFFFF, r)
+    return r.astype(np.uint16)
+
+
+__all__ = [
+    "ACCUMULATORS",
+    "CONFIGS",
+    "DEFAULT_CONFIG",
+    "ELEMENTS",
+    "NAN_BITS",
+    "SCALES",
+    "SCHEMES",
+    "TileConfig",
+    "bf16_rne_bits",
+    "dequantize_bf16",
+    "get_config",
+    "matmul",
+    "matmul_dot_scaled",
+    "matmul_packed",
+    "operand_format",
+    "pack_operand",
+]

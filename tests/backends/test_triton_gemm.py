@@ -1,0 +1,277 @@
+"""The triton GEMM (backends/triton_gemm.py) against ``fp4spec.matmul(..., accumulator="sm90-bf16")``.
+
+On the CPU the kernels run under TRITON_INTERPRET=1, where ``tl.dot`` is a numpy matmul, not
+the wgmma chain: those tests use data on which the accumulator models agree (each asserts
+that first: ``exact`` == ``sm90-bf16``, or ``fp32`` == ``sm90-bf16`` where bf16 operands
+overflow), so they check the dequantization, the packing, c, the tensor-scale epilogue, NaN
+patterns, the bf16 output and every variant's wiring -- not the accumulation. The tests
+marked ``gpu`` (skipped without CUDA) check the accumulation bit for bit on the conformance
+case families and random operands.
+"""
+
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():  # before triton is imported: it reads the variable once
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+
+import fp4spec  # noqa: E402
+from fp4spec.backends import triton_gemm as G  # noqa: E402
+from fp4spec.backends.base import BackendError  # noqa: E402
+from fp4spec.conformance.matmul_properties import FAMILIES, GENERATORS, make_operand  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+CUDA = torch.cuda.is_available()
+DEV = "cuda" if CUDA else "cpu"
+SCHEMES = ["mxfp4", "nvfp4", "ufp4", "nvint4"]
+MODEL = fp4spec.get_accumulator("sm90-bf16")
+#: Small tiles for the interpreter: every variant and both unpackings.
+CPU_CONFIGS = {
+    "fused": dict(variant="fused", BM=16, BN=16, BK=32),
+    "fused-dup": dict(variant="fused", BM=16, BN=32, BK=64, unpack="dup"),
+    "hybrid-dup": dict(variant="hybrid", BM=32, BN=16, BK=32, unpack="dup"),
+    "prepass": dict(variant="prepass", BM=16, BN=16, BK=64),
+}
+gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA device (the accumulation order is the GPU's)")
+
+
+def bits(a):
+    return np.asarray(a, np.float32).view(np.uint32)
+
+
+def assert_bits(got, want):
+    bad = np.argwhere(bits(got) != bits(want))
+    assert not len(bad), (f"{len(bad)} of {want.size} outputs differ; first at {tuple(bad[0])}: got "
+                          f"0x{int(bits(got)[tuple(bad[0])]):08X}, want 0x{int(bits(want)[tuple(bad[0])]):08X}")
+
+
+def model(qa, qb, c=None, name="sm90-bf16"):
+    return fp4spec.matmul(qa, qb, accumulator=name, c=c)
+
+
+def agreeing_case(name, m, n, k, seed, *, with_c=True):
+    """Operands on which every model agrees: scales 2^-2 .. 2^2 (UE4M3: also 1.5 and 0.75),
+    K <= 128, so every partial sum is exact in float32 and the fused steps truncate nothing;
+    a few zero blocks and signed zeros; c on a 2^-2 grid."""
+    rng = np.random.default_rng(seed)
+    sch = fp4spec.get_scheme(name)
+    fin = np.array(sch.element.finite_codes, np.uint8)
+    vals = sch.scale.values
+    ok = [c for c in range(1 << sch.scale.bits) if vals[c] in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0)]
+    nb = k // sch.block_size
+    a, b = rng.choice(fin, (m, k)), rng.choice(fin, (n, k))
+    a[0, :sch.block_size] = 0
+    sa, sb = rng.choice(ok, (m, nb)), rng.choice(ok, (n, nb))
+    ga, gb = (np.float32(0.75), np.float32(-2.5)) if sch.global_scale else (None, None)
+    qa, qb = make_operand(a, sa, sch, ga), make_operand(b, sb, sch, gb)
+    c = (rng.integers(-64, 64, (m, n)) * 0.25).astype(np.float32) if with_c else None
+    if c is not None:
+        c[0, 0] = -0.0
+    assert_bits(model(qa, qb, c, "exact"), model(qa, qb, c))  # the data is one on which the models agree
+    return qa, qb, c
+
+
+# =====================================================================================
+# Dequantization: every element code x scale code
+# =====================================================================================
+
+@pytest.mark.parametrize("spec", SCHEMES + ["mxfp4:element=e1m2", "nvint4:scale=e8m0,scale_max=448", "nvfp4:block_size=32"])
+def test_dequantize_every_code_pair(spec):
+    sch = G.resolve_scheme(spec)
+    ns = 1 << sch.scale.bits
+    packed = np.tile(np.arange(256, dtype=np.uint8), (ns, 1))                     # every code pair, 512 elements
+    scales = np.repeat(np.arange(ns, dtype=np.uint8)[:, None], 512 // sch.block_size, axis=1)
+    out = G.dequantize_bf16(torch.from_numpy(packed).to(DEV), torch.from_numpy(scales).to(DEV), sch)
+    got = out.view(torch.int16).cpu().numpy().view(np.uint16)
+    codes = np.stack([packed & 15, packed >> 4], -1).reshape(ns, 512)
+    v = sch.element.values[codes].astype(np.float64) * np.repeat(sch.scale.values[scales].astype(np.float64),
+                                                                  sch.block_size, axis=1)
+    with np.errstate(all="ignore"):
+        want = v.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)   # the model's operand rule
+    nan = np.isnan(v)
+    np.testing.assert_array_equal((got & 0x7FFF) > 0x7F80, nan)
+    np.testing.assert_array_equal(got[~nan], want[~nan])
+
+
+# =====================================================================================
+# CPU (and GPU): data on which the models agree
+# =====================================================================================
+
+@pytest.mark.parametrize("variant", list(CPU_CONFIGS))
+@pytest.mark.parametrize("name", SCHEMES)
+def test_matmul_agreeing(name, variant):
+    cfg = CPU_CONFIGS[variant]
+    for seed, (with_c, out) in enumerate([(True, torch.float32), (False, torch.float32), (True, torch.bfloat16),
+                                          (False, torch.bfloat16)]):
+        qa, qb, c = agreeing_case(name, 32, 16, 128 if seed % 2 else 64, seed, with_c=with_c)
+        want = model(qa, qb, c)
+        got = G.matmul(qa, qb, c=c, out_dtype=out, **cfg)
+        if out == torch.float32:
+            assert got.dtype == np.float32 and got.shape == want.shape
+            assert_bits(got, want)
+        else:
+            np.testing.assert_array_equal(got, G.bf16_rne_bits(want))
+
+
+def test_bf16_rounding_reference():
+    x = np.array([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8 + 2 ** -20), 3.4e38, -0.0, np.inf, np.nan,
+                  1e-40], np.float32)
+    with np.errstate(all="ignore"):
+        want = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+    got = G.bf16_rne_bits(x)
+    np.testing.assert_array_equal(got[:7], want[:7])
+    assert got[7] == 0x7FFF and got[8] == want[8]
+
+
+def _special_case(name, seed):
+    """NaN block scales, NaN/Inf in c, and (E8M0) bf16 operand overflow to +-Inf."""
+    qa, qb, c = agreeing_case(name, 16, 16, 64, seed)
+    sch = qa.scheme
+    nan = sch.scale.nan_codes[0]
+    sa, sb = np.array(qa.scales), np.array(qb.scales)
+    sa[3, 0] = nan
+    sb[5, -1] = nan
+    c = c.copy()
+    c[1, 2], c[2, 1], c[4, 4] = np.nan, np.inf, -np.inf
+    codes_a = np.array(qa.codes)
+    if sch.scale.name == "e8m0":
+        sa[7, :] = 254                      # 2^127: elements >= 2 overflow bf16 -> +-Inf
+        codes_a[7, :] = 7                   # 6 * 2^127 = +Inf operands in row 7
+    return make_operand(codes_a, sa, sch, qa.global_scale), make_operand(qb.codes, sb, sch, qb.global_scale), c
+
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_matmul_specials(name):
+    qa, qb, c = _special_case(name, 11)
+    want = model(qa, qb, c)
+    other = model(qa, qb, c, "fp32")                  # fp32 operands overflow where bf16 ones do
+    assert_bits(np.where(np.isnan(other), want, other), want)   # (its NaN pattern is IEEE's)
+    assert np.isnan(want).any()
+    for cfg in (CPU_CONFIGS["fused"], CPU_CONFIGS["prepass"]):
+        assert_bits(G.matmul(qa, qb, c=c, **cfg), want)
+        np.testing.assert_array_equal(G.matmul(qa, qb, c=c, out_dtype=torch.bfloat16, **cfg), G.bf16_rne_bits(want))
+
+
+def test_mixed_schemes_and_torch_operands():
+    qa, _, c = agreeing_case("mxfp4", 16, 16, 64, 3)
+    _, qb, _ = agreeing_case("nvfp4", 16, 16, 64, 4)
+    want = model(qa, qb, c)
+    assert_bits(G.matmul(qa, qb, c=c, **CPU_CONFIGS["fused"]), want)
+    assert_bits(G.matmul(qa.to_torch(DEV), qb.to_torch(DEV), c=torch.from_numpy(c), **CPU_CONFIGS["hybrid-dup"]),
+                want)
+
+
+def test_matmul_packed_direct():
+    qa, qb, c = agreeing_case("nvfp4", 16, 32, 64, 5)
+    pa, sa, ga = G.pack_operand(qa, DEV)
+    pb, sb, gb = G.pack_operand(qb, DEV)
+    g = ga * gb
+    got = G.matmul_packed(pa, sa, pb, sb, "nvfp4", g=g, c=torch.from_numpy(c).to(DEV), **CPU_CONFIGS["prepass"])
+    assert got.dtype == torch.float32 and got.device.type == DEV
+    assert_bits(got.cpu().numpy(), model(qa, qb, c))
+    np.testing.assert_array_equal(pa.cpu().numpy(), qa.pack())          # low nibble first, as the spec packs
+
+
+# =====================================================================================
+# Errors
+# =====================================================================================
+
+def test_errors():
+    qa, qb, c = agreeing_case("nvfp4", 16, 16, 64, 0)
+    with pytest.raises(BackendError, match="sm90-bf16"):
+        G.matmul(qa, qb, accumulator="exact")
+    with pytest.raises(ValueError, match="unknown model"):
+        G.matmul(qa, qb, accumulator="sm80")
+    with pytest.raises(ValueError, match="K differs"):
+        G.matmul(qa, fp4spec.quantize(np.ones((16, 32), np.float32), "nvfp4"))
+    with pytest.raises(ValueError, match="shape"):
+        G.matmul(qa, qb, c=np.zeros((16, 8), np.float32))
+    with pytest.raises(TypeError, match="float32"):
+        G.matmul(qa, qb, c=np.zeros((16, 16), np.float64))
+    with pytest.raises(ValueError, match="hif4"):
+        q = fp4spec.quantize(np.ones((4, 64), np.float32), "hif4")
+        G.matmul(q, q)
+    q6 = fp4spec.quantize(np.ones((4, 64), np.float32), "mxfp6_e2m3")
+    with pytest.raises(BackendError, match="e2m3"):
+        G.matmul(q6, q6)
+    with pytest.raises(BackendError, match="block size 8"):
+        G.operand_format("nvfp4:block_size=8")
+    with pytest.raises(ValueError, match="variant"):
+        G.matmul(qa, qb, variant="split")
+    with pytest.raises(ValueError, match="power of two"):
+        G.matmul(qa, qb, BM=48)
+    with pytest.raises(ValueError, match="not a tile configuration field"):
+        G.matmul(qa, qb, BQ=16)
+    pa, sa, _ = G.pack_operand(qa, DEV)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        G.matmul_packed(pa[:, :12], sa[:, :1], pa[:, :12], sa[:, :1], "mxfp4:block_size=16")
+    with pytest.raises(ValueError, match="K differs"):
+        G.matmul_packed(pa, sa, pa[:, :16], sa[:, :2], "nvfp4")
+    with pytest.raises(ValueError, match="a_scales: expected shape"):
+        G.matmul_packed(pa, sa[:, :2], pa, sa, "nvfp4")
+    with pytest.raises(ValueError, match="uint8"):
+        G.matmul_packed(pa.to(torch.int32), sa, pa, sa, "nvfp4")
+    with pytest.raises(ValueError, match="out_dtype"):
+        G.matmul_packed(pa, sa, pa, sa, "nvfp4", out_dtype=torch.float16)
+    with pytest.raises(ValueError, match="g: expected one value"):
+        G.matmul_packed(pa, sa, pa, sa, "nvfp4", g=torch.ones(2))
+
+
+def test_constants():
+    assert G.ACCUMULATORS == ("sm90-bf16",)
+    for s in G.SCHEMES:
+        G.operand_format(s)
+    assert G.NAN_BITS == MODEL.nan_bits
+    assert set(G.CONFIGS) and G.DEFAULT_CONFIG in G.CONFIGS
+
+
+# =====================================================================================
+# GPU: the accumulation itself, bit for bit
+# =====================================================================================
+
+GPU_CONFIGS = ["prepass-128x256", "fused-128x128", "hybrid-128x128", "fused-128x128-dup", "fused-64x128"]
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("name", SCHEMES)
+def test_gpu_families(name, family):
+    """Each conformance case family at a tile-sized shape (wgmma) and a tiny one (mma.sync)."""
+    sch = fp4spec.get_scheme(name)
+    for seed, (m, n, k) in enumerate([(96, 160, 512), (3, 5, 64)]):
+        case = GENERATORS[family](np.random.default_rng(1000 + seed), MODEL, sch, m, n, k)
+        want = model(case.qa, case.qb, case.c)
+        for cfg in GPU_CONFIGS[:3] if m > 8 else GPU_CONFIGS[:1]:
+            assert_bits(G.matmul(case.qa, case.qb, c=case.c, config=cfg), want)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", SCHEMES)
+def test_gpu_random_every_config(name):
+    sch = fp4spec.get_scheme(name)
+    case = GENERATORS["random"](np.random.default_rng(7), MODEL, sch, 200, 72, 1024)   # not multiples of the tiles
+    want = model(case.qa, case.qb, case.c)
+    for cfg in G.CONFIGS:
+        assert_bits(G.matmul(case.qa, case.qb, c=case.c, config=cfg), want)
+    np.testing.assert_array_equal(G.matmul(case.qa, case.qb, c=case.c, out_dtype=torch.bfloat16),
+                                  G.bf16_rne_bits(want))
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_mixed_schemes():
+    ca = GENERATORS["wide_scales"](np.random.default_rng(3), MODEL, fp4spec.get_scheme("mxfp4"), 64, 64, 256)
+    cb = GENERATORS["wide_scales"](np.random.default_rng(4), MODEL, fp4spec.get_scheme("nvfp4"), 64, 64, 256)
+    want = model(ca.qa, cb.qb, ca.c)
+    for cfg in GPU_CONFIGS:
+        assert_bits(G.matmul(ca.qa, cb.qb, c=ca.c, config=cfg), want)
