@@ -1,8 +1,9 @@
 """The ``numpy`` backend: the fp4spec emulator behind the :class:`~fp4spec.backends.Backend` interface.
 
 It supports everything the spec defines -- every catalogued scheme and every override of
-one, every rounding mode (HiF4: its own rounding only), any ``sr_bits`` in [1, 32], and the
-optional operations ``dequantize``, ``encode``, ``pack`` (low nibble first),
+one, every rounding mode (HiF4: its own rounding only), any ``sr_bits`` in [1, 32], every
+RHT (each size and arithmetic of :mod:`fp4spec.rht`, composed as ``rht.apply`` then the
+emulator), and the optional operations ``dequantize``, ``encode``, ``pack`` (low nibble first),
 ``to_blocked`` (cuBLAS 128x4) and ``matmul`` (:func:`fp4spec.matmul`, with every accumulator
 model of :data:`fp4spec.accumulators`). It is the reference the conformance suite compares other
 backends with; the emulator it wraps is tested equal to the scalar reference elsewhere.
@@ -19,6 +20,7 @@ from fp4spec.block_schemes import schemes as _schemes
 from fp4spec.layouts import to_blocked as _to_blocked
 from fp4spec.number_formats import formats as _formats
 from fp4spec.packing import pack as _pack
+from fp4spec.rht import ARITHS, RHT_SIZES
 from fp4spec.rounding import DEFAULT_SR_BITS, ROUNDING_MODES
 
 from .base import Availability, Backend, Capabilities, resolve_scheme
@@ -52,12 +54,13 @@ class NumpyBackend(Backend):
             any_overrides=True,
             notes="fp4spec emulator (numpy, float32 operations as the spec states them)",
             accumulators=tuple(_accumulators),
+            rht=tuple(f"{n}/{a}" for n in RHT_SIZES for a in ARITHS),
         )
 
-    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=DEFAULT_SR_BITS):
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=DEFAULT_SR_BITS, rht=None):
         from fp4spec.quantize_api import quantize
 
-        return quantize(x, resolve_scheme(scheme), rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        return quantize(x, resolve_scheme(scheme), rounding=rounding, rbits=rbits, sr_bits=sr_bits, rht=rht)
 
     def dequantize(self, q) -> np.ndarray:
         from fp4spec.quantize_api import dequantize

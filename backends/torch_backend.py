@@ -8,7 +8,9 @@ multiply-add, no torch.compile reassociation).
 Supported (``capabilities()``): MX schemes with E2M1 elements (``mxfp4``; scale rules
 floor, ceil, even, rceil; profiles ocp and torchao) and two-level schemes with the
 TransformerEngine profile (``nvfp4``, ``nvfp4_2d``, ``ufp4``, ``nvint4``; scale rule amax);
-rounding ``rne`` and ``sr`` (random bits given). Anything else raises NotImplementedError.
+rounding ``rne`` and ``sr`` (random bits given); the RHT with the pinned ``fwht-fp32``
+arithmetic at every size (:func:`apply_rht`: the same float32 butterfly as
+:func:`fp4spec.rht.rht`). Anything else raises NotImplementedError.
 
 Lower level: :func:`quantize_tensors` returns torch tensors on x's device (codes, scales,
 tensor scale) without leaving the device; :meth:`TorchBackend.quantize` wraps them in a
@@ -26,6 +28,7 @@ from .base import Backend as _Base
 from fp4spec.block_schemes import Scheme, get_scheme
 from fp4spec.number_formats import get_format
 from fp4spec.quantized import QuantizedTensor
+from fp4spec.rht import RHT_SIZES, fwht_scale, resolve_rht
 
 F32_MAX = float(np.finfo(np.float32).max)
 SIGN_MASK = 0x7FFFFFFF
@@ -309,6 +312,41 @@ def dequantize_two_level_blocks(codes, scales, s_dec, scheme: Scheme):
     return q * (s_dec * s).unsqueeze(-1)
 
 
+# -- the RHT (fwht-fp32) ---------------------------------------------------------------------------
+
+_OUT_DTYPES = {"float32": "float32", "float64": "float64", "bfloat16": "bfloat16"}
+
+
+def apply_rht(x, rht, axis: int = -1):
+    """``rht.apply(x, axis)`` for a torch tensor, on its device, for ``arith="fwht-fp32"``:
+    steps F1-F5 of :func:`fp4spec.rht.rht` as separate eager float32 ops (the sign product,
+    one add and one subtract per butterfly pair in stage order d = 1, 2, 4..., the product
+    with ``fp32(1/sqrt(size))``, then the cast to ``rht.out_dtype``, RNE)."""
+    torch = _torch()
+    rht = resolve_rht(rht)
+    if rht.arith != "fwht-fp32":
+        raise NotImplementedError(f"rht: arith {rht.arith!r} (torch backend: 'fwht-fp32')")
+    x = as_torch(x)
+    if x.dim() == 0:
+        raise ValueError("x: must have at least one dimension")
+    n = rht.size
+    xm = torch.movedim(x, axis, -1).to(torch.float32)  # F1: RNE from float64, exact otherwise
+    if xm.shape[-1] % n:
+        raise ValueError(f"x: length {xm.shape[-1]} along axis {axis} is not a multiple of size {n}")
+    lead = xm.shape[:-1] + (xm.shape[-1] // n,)
+    s = torch.tensor(rht.signs, dtype=torch.float32, device=xm.device)
+    u = xm.reshape(*lead, n) * s  # F2: exact sign flips
+    d = 1
+    while d < n:  # F3
+        v = u.reshape(*lead, n // (2 * d), 2, d)
+        a, b = v[..., 0, :], v[..., 1, :]
+        u = torch.stack((a + b, a - b), dim=-2).reshape(*lead, n)
+        d *= 2
+    y = u * torch.tensor(float(fwht_scale(n)), dtype=torch.float32, device=xm.device)  # F4 (a float32 tensor)
+    y = y.reshape(xm.shape).to(getattr(torch, _OUT_DTYPES[rht.out_dtype]))  # F5
+    return torch.movedim(y, -1, axis)
+
+
 # -- whole tensors -------------------------------------------------------------------------------
 
 def as_torch(x, device=None):
@@ -347,12 +385,16 @@ def check_dequantize(scheme: Scheme):
                                   f"MX and two-level schemes)")
 
 
-def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, **overrides):
+def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, rht=None, **overrides):
     """Quantize a torch tensor on its device: dict of ``codes`` (uint8, blocked axis last),
-    ``scales`` (uint8, (..., n_blocks)), ``global_scale`` (0-d float32 tensor or None)."""
+    ``scales`` (uint8, (..., n_blocks)), ``global_scale`` (0-d float32 tensor or None).
+
+    ``rht`` (None, an :class:`~fp4spec.rht.RHT`, ``"te"`` or a seed; fwht-fp32 only): the
+    values quantized are ``apply_rht(x)`` along ``axis``, as :func:`fp4spec.quantize` step 3."""
     torch = _torch()
     sch = get_scheme(scheme, **overrides)
     check_request(sch, rounding)
+    rht = resolve_rht(rht)
     x = as_torch(x)
     if x.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64) or x.dim() < 1:
         raise ValueError(f"x: a float16/bfloat16/float32/float64 tensor of at least 1 dimension, got {x.dtype}")
@@ -360,6 +402,8 @@ def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=
     k = sch.block_size
     if xm.shape[-1] % k or (sch.is_2d and (xm.dim() < 2 or xm.shape[-2] % sch.tile_rows)):
         raise ValueError(f"x: shape {tuple(x.shape)} is not a whole number of {sch.block_shape} blocks along axis {axis}")
+    if rht is not None:
+        xm = apply_rht(xm, rht, -1).to(torch.float32).contiguous()  # exact from bfloat16 and float32
     if rounding == "sr":
         if rbits is None:
             raise ValueError("rbits: rounding='sr' needs explicit random bits")
@@ -438,6 +482,7 @@ class TorchBackend(_Base):
             formats=ELEMENTS,
             sr_bits=tuple(range(SR_BITS[0], SR_BITS[1] + 1)),
             notes=f"torch eager float32 ops on {self.device}",
+            rht=tuple(f"{n}/fwht-fp32" for n in RHT_SIZES),
         )
 
     def why_unsupported(self, scheme, rounding="rne", sr_bits=8) -> str:
@@ -453,16 +498,17 @@ class TorchBackend(_Base):
     def supports(self, scheme, rounding="rne", sr_bits=8) -> bool:
         return not self.why_unsupported(scheme, rounding, sr_bits)
 
-    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, axis=-1) -> QuantizedTensor:
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, axis=-1, rht=None) -> QuantizedTensor:
         from .base import resolve_scheme
 
         x = as_torch(x, self.device)
+        rht = resolve_rht(rht)
         out = quantize_tensors(x, resolve_scheme(scheme), axis=axis, rounding=rounding, rbits=rbits,
-                               sr_bits=sr_bits)
+                               sr_bits=sr_bits, rht=rht)
         g = out["global_scale"]
         return QuantizedTensor.from_moved(_np(out["codes"]), _np(out["scales"]),
                                           None if g is None else np.float32(_np(g)), out["scheme"],
-                                          axis % x.dim(), tuple(x.shape), backend=self.name)
+                                          axis % x.dim(), tuple(x.shape), backend=self.name, rht=rht)
 
     def dequantize(self, q: QuantizedTensor) -> np.ndarray:
         """float32 values in x's shape (numpy; :func:`dequantize_tensors` stays on the device)."""
@@ -490,5 +536,5 @@ class TorchBackend(_Base):
         return _np(encode_elements(xt, name, rounding, rb, sr_bits))
 
 
-__all__ = ["TorchBackend", "check_dequantize", "check_request", "dequantize_tensors", "element_values",
+__all__ = ["TorchBackend", "apply_rht", "check_dequantize", "check_request", "dequantize_tensors", "element_values",
            "encode_elements", "quantize_tensors"]

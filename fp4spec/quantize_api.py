@@ -10,6 +10,7 @@ tensors on x's device; ``backend=`` names one explicitly (docs/backends.md).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -19,6 +20,7 @@ import numpy as np
 
 from .block_schemes import Scheme, get_scheme, schemes
 from .quantized import QuantizedTensor
+from .rht import RHT, resolve_rht
 from .rounding import DEFAULT_SR_BITS
 from .scaling import prepare_input
 
@@ -41,7 +43,8 @@ AUTO_ORDER = ("triton", "torch", "numpy")
 
 
 def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne", rbits=None,
-             sr_bits: int = DEFAULT_SR_BITS, pad: bool = False, backend="auto", **overrides) -> QuantizedTensor:
+             sr_bits: int = DEFAULT_SR_BITS, pad: bool = False, backend="auto", rht=None,
+             **overrides) -> QuantizedTensor:
     """Quantize x with a block-scaling scheme.
 
     Args:
@@ -66,41 +69,75 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
             A backend named explicitly runs or raises :class:`~fp4spec.backends.BackendError`
             saying why it cannot (never a silent fallback). Every backend gives the same
             bits; ``QuantizedTensor.backend`` records which one ran.
+        rht: a Random Hadamard Transform to apply before quantizing (step 3): None
+            (default), an :class:`~fp4spec.rht.RHT`, ``"te"`` (TransformerEngine's: size 16,
+            its signs, fwht-fp32 arithmetic, BF16 output) or an int seed (size 16, signs drawn
+            from the seed); see :func:`~fp4spec.rht.resolve_rht`. ``backend="auto"`` picks
+            only a backend that claims it (``Capabilities.rht``).
         **overrides: scheme fields, see :func:`~fp4spec.block_schemes.get_scheme`
             (``scale_rule``, ``profile``, ``block_size``, ``element_max``...).
 
     Returns:
         A :class:`~fp4spec.quantized.QuantizedTensor`: numpy arrays for numpy x, torch
-        tensors on x's device for a torch x (whichever backend ran).
+        tensors on x's device for a torch x (whichever backend ran). With ``rht`` it
+        records the transform (``q.rht``) and holds the *rotated* values: dequantize does
+        not undo the RHT.
 
     Normative algorithm:
 
-    1. Resolve the scheme (``get_scheme(scheme, **overrides)``).
+    1. Resolve the scheme (``get_scheme(scheme, **overrides)``) and the RHT
+       (:func:`~fp4spec.rht.resolve_rht`; None: no transform).
     2. Prepare x (:func:`fp4spec.scaling.prepare_input`): validate, convert to float32 (RNE
        from float64, exact from float16/bfloat16), move ``axis`` last, check or pad the
        length.
-    3. MX schemes: per block of k, :func:`fp4spec.scaling.quantize_block_mx`.
+    3. With an RHT only: ``x' = rht.apply(x prepared, axis=-1)`` -- the transform runs along
+       the blocked axis, on the prepared float32 values, after padding (the padded length
+       must be a multiple of ``rht.size``, else ValueError) -- then converted to float32
+       (exact from BF16 and float32 output; RNE from float64 output). The next step uses x'
+       in place of x: the tensor amax of two-level schemes is taken over x'
+       (TransformerEngine: the global amax after the RHT) and ``rbits[i]`` rounds
+       ``x'[i]`` (the same positions).
+    4. MX schemes: per block of k, :func:`fp4spec.scaling.quantize_block_mx`.
        Two-level schemes: the tensor scale from the amax of all of x
        (:func:`fp4spec.scaling.two_level_tensor_scale`), then per block or tile
        :func:`fp4spec.scaling.quantize_tile_two_level`. HiF4: ``hif4_quantize``.
-    4. Move the blocked axis back to ``axis``.
+    5. Move the blocked axis back to ``axis``; record the RHT.
 
     The backend only changes where these steps run, not their result: the torch and triton
     backends are tested bit-equal to the numpy emulator, which is tested equal to the
     scalar reference.
     """
     sch = get_scheme(scheme, **overrides)
+    rht = resolve_rht(rht)
     torch_in = _is_torch(x)
     if not torch_in and (backend == AUTO or backend == "numpy"):
-        return _quantize_numpy(x, sch, axis, rounding, rbits, sr_bits, pad)
-    return _quantize_backend(x, sch, backend, torch_in, axis, rounding, rbits, sr_bits, pad)
+        return _quantize_numpy(x, sch, axis, rounding, rbits, sr_bits, pad, rht)
+    return _quantize_backend(x, sch, backend, torch_in, axis, rounding, rbits, sr_bits, pad, rht)
 
 
-def _quantize_numpy(x, sch: Scheme, axis, rounding, rbits, sr_bits, pad) -> QuantizedTensor:
-    """The emulator (the reference): the normative steps 2-4 of :func:`quantize`."""
+def check_rht_length(n: int, rht: RHT, axis) -> None:
+    """ValueError unless the (padded) length ``n`` along the blocked axis is a multiple of the RHT size."""
+    if n % rht.size:
+        raise ValueError(f"x: length {n} along axis {axis} (after any padding to whole blocks) is not a multiple "
+                         f"of the RHT size {rht.size}")
+
+
+def _rotate(prep, rht: RHT | None, axis):
+    """Step 3 of :func:`quantize`: the prepared input with x replaced by float32 ``rht.apply(x)``."""
+    if rht is None:
+        return prep
+    check_rht_length(prep.x.shape[-1], rht, axis)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf - inf in a butterfly is NaN, as IEEE says
+        xr = rht.apply(prep.x, axis=-1).astype(np.float32)
+    return dataclasses.replace(prep, x=np.ascontiguousarray(xr))
+
+
+def _quantize_numpy(x, sch: Scheme, axis, rounding, rbits, sr_bits, pad, rht=None) -> QuantizedTensor:
+    """The emulator (the reference): the normative steps 2-5 of :func:`quantize`."""
     prep = prepare_input(x, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, pad=pad)
+    prep = _rotate(prep, rht, axis)
     if sch.structure == "hif4":
-        return _quantize_hif4(prep, sch, rounding)
+        return _quantize_hif4(prep, sch, rounding, rht)
     from .emulator import blockscale
 
     xp = prep.x
@@ -113,7 +150,8 @@ def _quantize_numpy(x, sch: Scheme, axis, rounding, rbits, sr_bits, pad) -> Quan
     else:
         codes, scales, ts = blockscale.quantize_two_level(blocks, sch, rounding, rb, sr_bits)
         global_scale = ts.decode
-    return QuantizedTensor.from_moved(codes.reshape(xp.shape), scales, global_scale, sch, prep.axis, prep.shape)
+    return QuantizedTensor.from_moved(codes.reshape(xp.shape), scales, global_scale, sch, prep.axis, prep.shape,
+                                      rht=rht)
 
 
 # -- backend selection -------------------------------------------------------------------------------
@@ -147,15 +185,17 @@ def _device_type(x) -> str:
 
 
 def unsupported_reason(backend, x, scheme: "str | Scheme", *, rounding: str = "rne",
-                       sr_bits: int = DEFAULT_SR_BITS, auto: bool = False) -> str:
-    """Why ``backend`` (a name or a Backend) cannot quantize x with ``scheme`` and ``rounding``
-    (an empty string if it can). ``auto=True`` applies :func:`select_backend`'s extra rule
-    (triton only for CUDA tensors). x is a numpy array or a torch tensor; only its device
-    is looked at (a numpy x runs on the backend's own device)."""
+                       sr_bits: int = DEFAULT_SR_BITS, auto: bool = False, rht=None) -> str:
+    """Why ``backend`` (a name or a Backend) cannot quantize x with ``scheme``, ``rounding``
+    and ``rht`` (an empty string if it can). ``auto=True`` applies :func:`select_backend`'s
+    extra rule (triton only for CUDA tensors). x is a numpy array or a torch tensor; only its
+    device is looked at (a numpy x runs on the backend's own device). An RHT must be among
+    the backend's ``capabilities().rht`` (:meth:`~fp4spec.backends.Capabilities.supports_rht`)."""
     sch = scheme if isinstance(scheme, Scheme) else get_scheme(scheme)
+    rht = resolve_rht(rht)
     name = backend if isinstance(backend, str) else None  # a Backend object: its own checks only
     if name == "numpy":
-        return ""
+        return ""  # the emulator runs every scheme, rounding and RHT
     if name == "triton":
         dev = _device_type(x) if _is_torch(x) else None
         if auto and dev != "cuda":
@@ -176,9 +216,14 @@ def unsupported_reason(backend, x, scheme: "str | Scheme", *, rounding: str = "r
     if not avail:
         return f"not available here: {avail.reason or 'is_available() is False'}"
     check = getattr(b, "why_unsupported", None)
-    if callable(check):
-        return check(sch, rounding, sr_bits)
-    return _capability_refusal(b, sch, rounding, sr_bits)
+    reason = check(sch, rounding, sr_bits) if callable(check) else _capability_refusal(b, sch, rounding, sr_bits)
+    if reason or rht is None:
+        return reason
+    caps = b.capabilities()
+    if not caps.supports_rht(rht):
+        return (f"rht {rht.spec} with {rht.out_dtype} output is not among its capabilities "
+                f"(Capabilities.rht: {', '.join(caps.rht) or 'none'})")
+    return ""
 
 
 def _capability_refusal(b, sch: Scheme, rounding: str, sr_bits: int) -> str:
@@ -199,33 +244,36 @@ def _capability_refusal(b, sch: Scheme, rounding: str, sr_bits: int) -> str:
 
 
 def select_backend(x, scheme: "str | Scheme", *, rounding: str = "rne", sr_bits: int = DEFAULT_SR_BITS,
-                   backend="auto", **overrides) -> str:
-    """The name of the backend ``quantize(x, scheme, rounding=..., backend=...)`` runs.
+                   backend="auto", rht=None, **overrides) -> str:
+    """The name of the backend ``quantize(x, scheme, rounding=..., rht=..., backend=...)`` runs.
 
     ``backend="auto"``: a numpy x -> ``"numpy"``. A torch tensor -> the first of
     :data:`AUTO_ORDER` (triton, torch, numpy) that can run the request: triton if x is on a
     CUDA device, triton is installed and available and its kernels support the scheme,
-    rounding and sr_bits (the CPU interpreter is never chosen automatically); torch if it
-    supports them; else numpy (x is copied to the CPU and the results back to x's device).
+    rounding, sr_bits and RHT (the CPU interpreter is never chosen automatically); torch if
+    it supports them; else numpy (x is copied to the CPU and the results back to x's device).
 
     An explicit backend is returned as it is if it can run the request; otherwise
     :class:`~fp4spec.backends.BackendError` names it and says why (unavailable, unsupported
-    scheme or rounding, x on a device it cannot use).
+    scheme, rounding or RHT, x on a device it cannot use).
     """
     from .backends.base import BackendError
 
     sch = get_scheme(scheme, **overrides)
+    rht = resolve_rht(rht)
     if isinstance(backend, str) and backend == AUTO:
         if not _is_torch(x):
             return "numpy"
         for name in AUTO_ORDER:
-            if not unsupported_reason(name, x, sch, rounding=rounding, sr_bits=sr_bits, auto=True):
+            if not unsupported_reason(name, x, sch, rounding=rounding, sr_bits=sr_bits, auto=True, rht=rht):
                 return name
         return "numpy"  # not reached: numpy runs everything
-    reason = unsupported_reason(backend, x, sch, rounding=rounding, sr_bits=sr_bits)
+    reason = unsupported_reason(backend, x, sch, rounding=rounding, sr_bits=sr_bits, rht=rht)
     label = backend if isinstance(backend, str) else _get(backend).name
     if reason:
-        raise BackendError(f"backend: {label!r} cannot quantize {sch.name} with rounding={rounding!r}: {reason}")
+        with_rht = "" if rht is None else f" and rht={rht.spec}"
+        raise BackendError(f"backend: {label!r} cannot quantize {sch.name} with rounding={rounding!r}{with_rht}: "
+                           f"{reason}")
     return label
 
 
@@ -234,39 +282,45 @@ def _check_sr_bits(sr_bits) -> None:
         raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")
 
 
-def _quantize_backend(x, sch: Scheme, backend, torch_in: bool, axis, rounding, rbits, sr_bits, pad):
+def _quantize_backend(x, sch: Scheme, backend, torch_in: bool, axis, rounding, rbits, sr_bits, pad, rht=None):
     from .rounding import check_rounding
 
     rounding = check_rounding(rounding)  # argument errors before backend errors, as prepare_input states them
     if rounding == "sr":
         _check_sr_bits(sr_bits)
-    chosen = select_backend(x, sch, rounding=rounding, sr_bits=sr_bits, backend=backend)
+    chosen = select_backend(x, sch, rounding=rounding, sr_bits=sr_bits, backend=backend, rht=rht)
     if not isinstance(backend, str):  # a Backend object or class: through the Backend interface
-        return _quantize_interface(_get(backend), x, sch, torch_in, axis, rounding, rbits, sr_bits, pad)
+        return _quantize_interface(_get(backend), x, sch, torch_in, axis, rounding, rbits, sr_bits, pad, rht)
     if chosen == "numpy":
         if not torch_in:
-            return _quantize_numpy(x, sch, axis, rounding, rbits, sr_bits, pad)
-        q = _quantize_numpy(_to_numpy(x), sch, axis, rounding, _to_numpy(rbits), sr_bits, pad)
+            return _quantize_numpy(x, sch, axis, rounding, rbits, sr_bits, pad, rht)
+        q = _quantize_numpy(_to_numpy(x), sch, axis, rounding, _to_numpy(rbits), sr_bits, pad, rht)
         return q.to_torch(x.device)
     if chosen in ("torch", "triton"):
         b = _get(chosen)
         xt = x if torch_in else _torch_backend().as_torch(x, b.device)
-        q = _quantize_tensor(xt, sch, chosen, axis, rounding, rbits, sr_bits, pad)
+        q = _quantize_tensor(xt, sch, chosen, axis, rounding, rbits, sr_bits, pad, rht)
         return q if torch_in else q.to_numpy()
-    return _quantize_interface(_get(chosen), x, sch, torch_in, axis, rounding, rbits, sr_bits, pad)
+    return _quantize_interface(_get(chosen), x, sch, torch_in, axis, rounding, rbits, sr_bits, pad, rht)
 
 
-def _quantize_interface(b, x, sch: Scheme, torch_in: bool, axis, rounding, rbits, sr_bits, pad):
-    """Any other backend, through the Backend interface: numpy float32 in, blocked axis last."""
+def _quantize_interface(b, x, sch: Scheme, torch_in: bool, axis, rounding, rbits, sr_bits, pad, rht=None):
+    """Any other backend, through the Backend interface: numpy float32 in, blocked axis last;
+    the RHT (if any) is the backend's to apply, along that last axis."""
     xn = _to_numpy(x) if torch_in else x
     prep = prepare_input(xn, sch, axis=axis, rounding=rounding, rbits=_to_numpy(rbits), sr_bits=sr_bits, pad=pad)
-    out = b.quantize(prep.x, sch, rounding=rounding, rbits=prep.rbits, sr_bits=sr_bits)
+    kw = {}
+    if rht is not None:  # passed only when asked for: backends without an RHT need not take the keyword
+        check_rht_length(prep.x.shape[-1], rht, axis)
+        kw["rht"] = rht
+    out = b.quantize(prep.x, sch, rounding=rounding, rbits=prep.rbits, sr_bits=sr_bits, **kw)
     if not isinstance(out, QuantizedTensor):
         raise TypeError(f"backend: {b.name!r}.quantize returned {type(out).__name__}, not a QuantizedTensor")
     m = out.to_numpy().moved()
     q = QuantizedTensor.from_moved(np.array(m["codes"]), np.array(m["scales"]), out.to_numpy().global_scale, sch,
                                    prep.axis, prep.shape, e1_8=None if m["e1_8"] is None else np.array(m["e1_8"]),
-                                   e1_16=None if m["e1_16"] is None else np.array(m["e1_16"]), backend=b.name)
+                                   e1_16=None if m["e1_16"] is None else np.array(m["e1_16"]), backend=b.name,
+                                   rht=rht)
     return q.to_torch(x.device) if torch_in else q
 
 
@@ -370,21 +424,25 @@ def _check_rbits_tensor(rbits, shape, sr_bits, device):
         raise ValueError(f"rbits: shape {tuple(rbits.shape)} does not broadcast to x's shape {shape}") from None
 
 
-def _quantize_tensor(x, sch: Scheme, name: str, axis, rounding, rbits, sr_bits, pad) -> QuantizedTensor:
+def _quantize_tensor(x, sch: Scheme, name: str, axis, rounding, rbits, sr_bits, pad, rht=None) -> QuantizedTensor:
     """Quantize a torch tensor with the torch or triton backend, on its device; torch tensors out."""
     shape = tuple(x.shape)
     xt, rb, ax, moved = _prepare_tensor(x, sch, axis, rounding, rbits, sr_bits, pad)
     run_axis = -1 if moved else ax
+    if rht is not None:
+        check_rht_length(xt.shape[run_axis], rht, axis)
     if name == "torch":
-        out = _torch_backend().quantize_tensors(xt, sch, axis=run_axis, rounding=rounding, rbits=rb, sr_bits=sr_bits)
+        out = _torch_backend().quantize_tensors(xt, sch, axis=run_axis, rounding=rounding, rbits=rb, sr_bits=sr_bits,
+                                                rht=rht)
         codes, scales, g = out["codes"], out["scales"], out["global_scale"]
     else:
-        codes, scales, g = _triton_tensors(xt, sch, run_axis, rounding, rb, sr_bits)
-    return QuantizedTensor.from_moved(codes, scales, g, sch, ax, shape, backend=name)
+        codes, scales, g = _triton_tensors(xt, sch, run_axis, rounding, rb, sr_bits, rht)
+    return QuantizedTensor.from_moved(codes, scales, g, sch, ax, shape, backend=name, rht=rht)
 
 
-def _triton_tensors(x, sch: Scheme, axis: int, rounding, rb, sr_bits):
-    """(codes, scales, S_dec) of the triton kernels in the blocked-axis-last layout of x."""
+def _triton_tensors(x, sch: Scheme, axis: int, rounding, rb, sr_bits, rht=None):
+    """(codes, scales, S_dec) of the triton kernels in the blocked-axis-last layout of x
+    (``rht``, when not None, goes to ``quantize_packed(..., rht=)``: the kernels apply it)."""
     import torch
 
     tr = importlib.import_module("fp4spec.backends.triton_backend")
@@ -399,11 +457,12 @@ def _triton_tensors(x, sch: Scheme, axis: int, rounding, rb, sr_bits):
         ax = x.dim() - 1
     if rb is not None:
         rb = rb.to(torch.int32)  # < 2^24 (the kernels' sr_bits)
+    kw = {} if rht is None else {"rht": rht}
     if x.device.type == "cuda":
         with torch.cuda.device(x.device):  # Triton launches on the current device
-            out = tr.quantize_packed(x, sch, axis=ax, rounding=rounding, rbits=rb, sr_bits=sr_bits)
+            out = tr.quantize_packed(x, sch, axis=ax, rounding=rounding, rbits=rb, sr_bits=sr_bits, **kw)
     else:
-        out = tr.quantize_packed(x, sch, axis=ax, rounding=rounding, rbits=rb, sr_bits=sr_bits)
+        out = tr.quantize_packed(x, sch, axis=ax, rounding=rounding, rbits=rb, sr_bits=sr_bits, **kw)
     codes = tr.unpack_lo_first(out["packed"])  # (M, N): the logical rows, the blocked axis last
     moved_shape = tuple(x.shape) if ax == x.dim() - 1 else (x.shape[1], x.shape[0])
     codes = codes.reshape(moved_shape)
@@ -412,14 +471,14 @@ def _triton_tensors(x, sch: Scheme, axis: int, rounding, rb, sr_bits):
     return codes, scales, None if g is None else g.clone()
 
 
-def _quantize_hif4(prep, sch: Scheme, rounding: str) -> QuantizedTensor:
+def _quantize_hif4(prep, sch: Scheme, rounding: str, rht=None) -> QuantizedTensor:
     if rounding != "rne":
         raise ValueError(f"rounding: HiF4 rounds its elements as its golden model does (ties away); "
                          f"rounding={rounding!r} cannot be applied")
     mod = _hif4_module()
     out = mod.hif4_quantize(prep.x)
     return QuantizedTensor.from_moved(np.asarray(out["codes"], np.uint8), np.asarray(out["scales"]), None, sch,
-                                      prep.axis, prep.shape, e1_8=out.get("e1_8"), e1_16=out.get("e1_16"))
+                                      prep.axis, prep.shape, e1_8=out.get("e1_8"), e1_16=out.get("e1_16"), rht=rht)
 
 
 def dequantize(q: QuantizedTensor):
@@ -429,6 +488,10 @@ def dequantize(q: QuantizedTensor):
     profile's ``nv_dequant_order``: TE ``fp32(fp32(P * s) * S_dec)``, torchao
     ``fp32(P * fp32(pts * s))`` (s = the decoded UE4M3 scale, NaN for 0x7F). HiF4:
     ``hif4_dequantize``. Padding is cropped.
+
+    With ``q.rht`` (quantized with ``rht=``) the values are in the rotated basis:
+    dequantize does NOT undo the RHT; ``q.rht.inverse(values, axis=q.axis)`` does, up to
+    rounding, when q was not padded (the RHT ran over the padding too, which is cropped here).
 
     A numpy QuantizedTensor gives a numpy array (the emulator). One of torch tensors gives a
     float32 torch tensor on their device: MX and two-level schemes run the torch backend's
@@ -475,5 +538,5 @@ def _dequantize_tensor(q: QuantizedTensor):
     return out[tuple(slice(0, n) for n in q.shape)].contiguous()
 
 
-__all__ = ["AUTO_ORDER", "QuantizedTensor", "Scheme", "dequantize", "get_scheme", "quantize", "schemes",
-           "select_backend", "unsupported_reason"]
+__all__ = ["AUTO_ORDER", "QuantizedTensor", "RHT", "Scheme", "check_rht_length", "dequantize", "get_scheme",
+           "quantize", "schemes", "select_backend", "unsupported_reason"]

@@ -16,6 +16,12 @@ Shapes, for x of shape ``S`` quantized along ``axis`` with blocks of k elements:
 * ``backend``: the name of the backend that computed it (``"numpy"``, ``"torch"``,
   ``"triton"``...): provenance for audits, not part of the value (:meth:`QuantizedTensor.equals`
   ignores it).
+* ``rht``: the :class:`~fp4spec.rht.RHT` applied before quantization (``fp4spec.quantize(...,
+  rht=)``), or None. With one, codes and scales describe the *rotated* values
+  ``rht.apply(x)``: dequantize gives rotated values and does not undo the transform
+  (``rht.inverse(values, axis)`` does, up to rounding). Part of the value: :meth:`equals`
+  compares it. The RHT runs after padding, so padded positions hold the codes of the
+  transformed zeros (+0, or -0 where IEEE signed-zero sums give it).
 
 The arrays are either all numpy arrays (read-only) or all torch tensors on one device (then
 ``global_scale`` is a 0-d float32 tensor on that device). Torch tensors cannot be made
@@ -30,6 +36,7 @@ import sys
 import numpy as np
 
 from .block_schemes import Scheme
+from .rht import RHT
 
 _ARRAYS = ("codes", "scales", "e1_8", "e1_16")
 
@@ -114,7 +121,8 @@ class QuantizedTensor:
 
     ``axis`` is the (non-negative) axis the blocks run along; ``shape`` is the shape of the
     quantized x before padding. Numpy arrays are read-only; torch tensors (all fields on one
-    device) are held as given. ``backend`` names what computed it.
+    device) are held as given. ``backend`` names what computed it; ``rht`` is the transform
+    the values were rotated by before quantization (None: none).
     """
 
     codes: np.ndarray
@@ -126,6 +134,7 @@ class QuantizedTensor:
     e1_8: np.ndarray | None = None
     e1_16: np.ndarray | None = None
     backend: str = "numpy"
+    rht: RHT | None = None
 
     def __post_init__(self):
         fields = {name: getattr(self, name) for name in _ARRAYS}
@@ -139,10 +148,12 @@ class QuantizedTensor:
         object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
         if not isinstance(self.backend, str) or not self.backend:
             raise ValueError(f"backend: expected a backend name (a non-empty string), got {self.backend!r}")
+        if self.rht is not None and not isinstance(self.rht, RHT):
+            raise ValueError(f"rht: expected None or an fp4spec.rht.RHT, got {self.rht!r}")
 
     @classmethod
     def from_moved(cls, codes, scales, global_scale, scheme: Scheme, axis: int, shape, *, e1_8=None, e1_16=None,
-                   backend: str = "numpy"):
+                   backend: str = "numpy", rht: RHT | None = None):
         """Build from arrays whose blocked axis is last (the emulator's layout).
 
         Takes ownership: numpy arrays are made read-only, not copied; torch tensors are
@@ -153,7 +164,7 @@ class QuantizedTensor:
             if isinstance(a, np.ndarray):
                 a.setflags(write=False)
         return cls(_moveaxis(codes, -1, axis), _move_back(scales, axis, nd), global_scale, scheme, axis,
-                   tuple(shape), _move_back(e1_8, axis, nd), _move_back(e1_16, axis, nd), backend=backend)
+                   tuple(shape), _move_back(e1_8, axis, nd), _move_back(e1_16, axis, nd), backend=backend, rht=rht)
 
     def moved(self) -> dict:
         """codes, scales, e1_8, e1_16 with the blocked axis last (the emulator's layout)."""
@@ -184,7 +195,7 @@ class QuantizedTensor:
         g = self.global_scale
         return QuantizedTensor(np_(self.codes), np_(self.scales), None if g is None else np_(g).reshape(())[()],
                                self.scheme, self.axis, self.shape, np_(self.e1_8), np_(self.e1_16),
-                               backend=self.backend)
+                               backend=self.backend, rht=self.rht)
 
     def to_torch(self, device="cpu") -> "QuantizedTensor":
         """An equal QuantizedTensor of torch tensors on ``device`` (copies)."""
@@ -201,7 +212,8 @@ class QuantizedTensor:
         if g is not None and not _is_torch(g):
             g = torch.from_numpy(np.array(g, dtype=np.float32).reshape(1)).reshape(())
         return QuantizedTensor(t_(self.codes), t_(self.scales), None if g is None else t_(g), self.scheme,
-                               self.axis, self.shape, t_(self.e1_8), t_(self.e1_16), backend=self.backend)
+                               self.axis, self.shape, t_(self.e1_8), t_(self.e1_16), backend=self.backend,
+                               rht=self.rht)
 
     @property
     def n_blocks(self) -> int:
@@ -240,7 +252,7 @@ class QuantizedTensor:
 
     def equals(self, other: "QuantizedTensor") -> bool:
         """Bit-exact equality of every field (codes, scales, tensor-scale bits, HiF4 bits,
-        scheme, axis, shape), numpy and torch alike (a torch QuantizedTensor equals its
+        scheme, axis, shape, rht), numpy and torch alike (a torch QuantizedTensor equals its
         :meth:`to_numpy`). ``backend`` is provenance and is not compared."""
         if not isinstance(other, QuantizedTensor):
             return False
@@ -251,7 +263,7 @@ class QuantizedTensor:
                 return a is None and b is None
             return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
 
-        return (a.scheme == b.scheme and a.axis == b.axis and a.shape == b.shape
+        return (a.scheme == b.scheme and a.axis == b.axis and a.shape == b.shape and a.rht == b.rht
                 and same(a.codes, b.codes) and same(a.scales, b.scales)
                 and _f32_bits(a.global_scale) == _f32_bits(b.global_scale)
                 and same(a.e1_8, b.e1_8) and same(a.e1_16, b.e1_16))
@@ -262,6 +274,8 @@ class QuantizedTensor:
             g = g.detach().cpu().numpy().reshape(())[()]
         g = "None" if g is None else str(g)  # shortest float32 digits
         extra = "" if self.backend == "numpy" else f", backend={self.backend!r}"  # the emulator: as always
+        if self.rht is not None:
+            extra += f", rht={str(self.rht)!r}"
         if self.is_torch:
             extra += f", device={self.codes.device}"
         return (f"QuantizedTensor(scheme={self.scheme.name!r}, shape={self.shape}, axis={self.axis}, "

@@ -624,3 +624,55 @@ def test_explicit_triton_runs_and_records(monkeypatch):
         assert q.equals(ref)
         assert_same_values(q.dequantize(), ref.dequantize())
         np.testing.assert_array_equal(q.pack().cpu().numpy(), ref.pack())
+
+
+# -- rht= ------------------------------------------------------------------------------------------------
+
+def test_rht_selection_follows_capabilities(monkeypatch):
+    from fp4spec.rht import RHT
+
+    xt = torch.from_numpy(adversarial(0))
+    assert select_backend(xt, "nvfp4", rht="te") == "torch"
+    f64 = RHT.te(arith="float64")
+    assert select_backend(xt, "nvfp4", rht=f64) == "numpy"  # the torch backend claims fwht-fp32 only
+    assert "rht 16/float64" in unsupported_reason("torch", xt, "nvfp4", rht=f64)
+    with pytest.raises(BackendError, match=r"'torch' cannot quantize nvfp4 with rounding='rne' and "
+                                           r"rht=16/float64: rht 16/float64 with bfloat16 output is not"):
+        fp4spec.quantize(xt, "nvfp4", rht=f64, backend="torch")
+    q = fp4spec.quantize(xt, "nvfp4", rht=f64)
+    assert q.backend == "numpy" and q.rht == f64 and q.is_torch
+    assert q.equals(fp4spec.quantize(xt.numpy(), "nvfp4", rht=f64))
+    with pytest.raises(ValueError, match="rht: 'TE' is not None"):
+        select_backend(xt, "nvfp4", rht="TE")
+
+
+def test_rht_auto_on_cuda_needs_the_triton_claim(fake_cuda_triton):
+    from fp4spec.backends.triton_backend import TritonBackend
+
+    xt = torch.from_numpy(adversarial(0))
+    claims = TritonBackend().capabilities().supports_rht("te")
+    assert select_backend(xt, "nvfp4", rht="te") == ("triton" if claims else "torch")
+    assert select_backend(xt, "nvfp4") == "triton"
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+@pytest.mark.parametrize("rounding", ["rne", "sr"])
+def test_rht_torch_tensors_bit_equal_to_numpy(axis, rounding):
+    x = with_nonfinite(adversarial(3))
+    rb = _rbits(x.shape, 2) if rounding == "sr" else None
+    ref = fp4spec.quantize(x, "nvfp4", axis=axis, rounding=rounding, rbits=rb, rht=7)
+    q = fp4spec.quantize(torch.from_numpy(x), "nvfp4", axis=axis, rounding=rounding,
+                         rbits=None if rb is None else torch.from_numpy(rb.astype(np.int64)), rht=7)
+    assert q.backend == "torch" and q.is_torch and q.rht == ref.rht and q.equals(ref)
+    assert_same_values(q.dequantize(), ref.dequantize())
+
+
+def test_rht_torch_pad():
+    from fp4spec.rht import RHT
+
+    x = adversarial(5)[:, :48]
+    ref = fp4spec.quantize(x, "mxfp4", pad=True, rht="te")
+    q = fp4spec.quantize(torch.from_numpy(x), "mxfp4", pad=True, rht="te")
+    assert q.backend == "torch" and q.equals(ref)
+    with pytest.raises(ValueError, match="not a multiple of the RHT size 32"):
+        fp4spec.quantize(torch.from_numpy(x), "nvfp4", rht=RHT.from_seed(0, 32))

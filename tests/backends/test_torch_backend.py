@@ -158,3 +158,85 @@ def test_unsupported_raises(backend):
         backend.quantize(np.ones((16, 32), np.float32), fp4spec.get_scheme("nvfp4", profile="torchao"))
     with pytest.raises(NotImplementedError):
         backend.quantize(np.ones((16, 32), np.float32), fp4spec.get_scheme("mxfp4"), rounding="rtz")
+
+
+# -- the RHT (fwht-fp32) in torch ops --------------------------------------------------------------------
+
+def _rht_inputs(seed: int, size: int) -> np.ndarray:
+    """Student-t rows, wide-span rows (the fp32 butterfly drops bits) and special values, 8 x 2*size."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_t(3, (8, 2 * size)).astype(np.float32)
+    x[1] *= np.exp2(rng.integers(-30, 30, 2 * size)).astype(np.float32)
+    x[2, :3] = [2.0 ** 24, 1.0, -(2.0 ** 24)]
+    x[3] = 0.0
+    x[4] = -0.0
+    x[5, :4] = [np.inf, -np.inf, np.nan, 3e38]
+    x[6] *= np.float32(1e-42)  # subnormal results
+    x[7] = np.float32(3e38)  # overflow in the butterfly
+    return x
+
+
+@pytest.mark.parametrize("size", [16, 32, 64, 128])
+@pytest.mark.parametrize("out", ["bfloat16", "float32"])
+def test_apply_rht_equals_numpy(size, out):
+    from fp4spec.backends.torch_backend import apply_rht
+    from fp4spec.rht import RHT
+
+    x = _rht_inputs(size, size)
+    r = RHT.from_seed(size, size, out_dtype=out)
+    with np.errstate(all="ignore"):
+        want = r.apply(x).astype(np.float32)
+        want0 = r.apply(np.ascontiguousarray(x.T), axis=0).astype(np.float32)
+    got = apply_rht(torch.from_numpy(x), r).float().numpy()
+    got0 = apply_rht(torch.from_numpy(np.ascontiguousarray(x.T)), r, 0).float().numpy()
+    for g, w in ((got, want), (got0, want0)):
+        nan = np.isnan(w)
+        np.testing.assert_array_equal(np.isnan(g), nan)
+        np.testing.assert_array_equal(_bits(g)[~nan], _bits(w)[~nan])
+
+
+def test_apply_rht_input_dtypes():
+    from fp4spec.backends.torch_backend import apply_rht
+    from fp4spec.rht import RHT
+
+    x = np.random.default_rng(0).standard_normal((4, 32))
+    for t in (torch.from_numpy(x), torch.from_numpy(x).to(torch.bfloat16), torch.from_numpy(x).to(torch.float16)):
+        got = apply_rht(t, RHT.te(out_dtype="float32")).numpy()
+        ref = t.float().numpy() if t.dtype != torch.float64 else x
+        np.testing.assert_array_equal(_bits(got), _bits(RHT.te(out_dtype="float32").apply(ref)))
+    assert apply_rht(torch.from_numpy(x), RHT.te()).dtype == torch.bfloat16
+    assert apply_rht(torch.from_numpy(x), RHT.te(out_dtype="float64")).dtype == torch.float64
+    with pytest.raises(NotImplementedError, match="arith 'float64'"):
+        apply_rht(torch.from_numpy(x), RHT.te(arith="float64"))
+    with pytest.raises(ValueError, match="not a multiple of size 16"):
+        apply_rht(torch.zeros(4, 24), RHT.te())
+
+
+RHT_SCHEMES = [("nvfp4", {}), ("mxfp4", {}), ("mxfp4", {"scale_rule": "rceil"}), ("nvfp4_2d", {}), ("ufp4", {})]
+
+
+@pytest.mark.parametrize("name,over", RHT_SCHEMES, ids=[n + "".join(f"-{v}" for v in o.values())
+                                                          for n, o in RHT_SCHEMES])
+@pytest.mark.parametrize("rounding", ["rne", "sr"])
+def test_quantize_with_rht_equals_numpy(backend, name, over, rounding):
+    from fp4spec.rht import RHT
+
+    x = with_nonfinite(adversarial(7))
+    x[13, :3] = [2.0 ** 24, 1.0, -(2.0 ** 24)]
+    sch = fp4spec.get_scheme(name, **over)
+    rb = fp4spec.draw_rbits(x.shape, 8, 3) if rounding == "sr" else None
+    for r in (RHT.te(), RHT.from_seed(2, 32), RHT.from_seed(4, 64, out_dtype="float32")):
+        q = backend.quantize(x, sch, rounding=rounding, rbits=rb, rht=r)
+        assert q.rht == r
+        assert_same(q, fp4spec.quantize(x, sch, rounding=rounding, rbits=rb, rht=r))
+    q0 = backend.quantize(x, sch, rounding=rounding, rbits=rb, rht="te", axis=0) if not sch.is_2d else None
+    if q0 is not None:
+        assert_same(q0, fp4spec.quantize(x, sch, rounding=rounding, rbits=rb, rht="te", axis=0))
+
+
+def test_rht_capabilities(backend):
+    from fp4spec.rht import RHT
+
+    caps = backend.capabilities()
+    assert caps.rht == ("16/fwht-fp32", "32/fwht-fp32", "64/fwht-fp32", "128/fwht-fp32")
+    assert caps.supports_rht("te") and not caps.supports_rht(RHT.te(arith="float64"))
