@@ -56,7 +56,7 @@ import os
 
 import numpy as np
 
-from .base import BackendError, resolve_scheme
+from .base import Availability, BackendError, resolve_scheme
 
 try:
     import triton
@@ -159,7 +159,8 @@ if triton is not None:
         """One BR x BK operand tile (rows ``rows`` (int64), K from k0), bf16 for tl.dot.
 
         FUSED: packed codes (p_ptr, row stride sp bytes) and scale codes (s_ptr, row stride
-        ss), dequantized here; else bf16 bit patterns (p_ptr as int16, row stride sp).
+        ss), dequantized here; else a bf16 matrix (row stride sp) loaded straight into the
+        dot (int16 bit patterns under the interpreter).
         DUP: column c of the tile is K index k0 + 16 (c // 16) + 2 (c % 8) + (c // 8) % 2 (the
         same 16-element group, permuted); else column c is K index k0 + c.
         """
@@ -184,7 +185,10 @@ if triton is not None:
                 k = k0 + (c // 16) * 16 + 2 * (c % 8) + (c // 8) % 2
             else:
                 k = k0 + c
-            bits = tl.load(p_ptr + rows[:, None] * sp + k[None, :]).to(tl.int32) & 0xFFFF
+            v = tl.load(p_ptr + rows[:, None] * sp + k[None, :])
+            if DOT_F32:
+                return _as_dot_operand(v.to(tl.int32) & 0xFFFF, DOT_F32)
+            return v
         return _as_dot_operand(bits, DOT_F32)
 
     @triton.jit
@@ -382,6 +386,40 @@ def get_config(config=None, **overrides) -> TileConfig:
 # Host side
 # =====================================================================================
 
+def gemm_availability(device=None) -> Availability:
+    """Whether :func:`matmul` computes the ``sm90-bf16`` model on ``device`` (default: CUDA
+    device 0): a CUDA device of compute capability 9.x (Hopper, whose bf16 MMAs the model
+    describes). The interpreter runs the kernels but its dot is numpy's; other GPUs run them
+    with their own (unmodelled or different) MMA arithmetic -- e.g. Ampere's mma fuses two
+    halves of k with F = 24."""
+    if _interpret():
+        return Availability.no("TRITON_INTERPRET=1: the interpreter's tl.dot is a numpy matmul, not the "
+                               "Hopper MMA chain of the sm90-bf16 model")
+    try:
+        import torch
+    except ImportError:
+        return Availability.no("torch is not installed")
+    if triton is None:
+        return Availability.no("triton is not installed")
+    dev = torch.device("cuda" if device is None else device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return Availability.no(f"device {dev}: the sm90-bf16 GEMM needs a CUDA device")
+    if getattr(torch.version, "hip", None):
+        return Availability.no("ROCm device: the sm90-bf16 model is NVIDIA Hopper's")
+    major, minor = torch.cuda.get_device_capability(dev)
+    name = torch.cuda.get_device_name(dev)
+    if major != 9:
+        return Availability.no(f"{name} has compute capability {major}.{minor}; the sm90-bf16 model is Hopper's "
+                               f"(9.x) MMA arithmetic")
+    return Availability.yes(f"{name} (compute capability {major}.{minor}), triton {triton.__version__}")
+
+
+def claimed_accumulators(device=None) -> tuple[str, ...]:
+    """:data:`ACCUMULATORS` where :func:`gemm_availability` holds, else ``()``: what a backend
+    may claim in ``Capabilities.accumulators``."""
+    return ACCUMULATORS if gemm_availability(device) else ()
+
+
 def operand_format(scheme) -> tuple[int, int, int]:
     """(element kernel code, scale kernel code, block size) of a scheme the GEMM takes;
     BackendError naming what is not supported otherwise."""
@@ -520,19 +558,16 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
         bk //= 2
     bm = min(cfg.BM, max(16, triton.next_power_of_2(m)))
     bn = min(cfg.BN, max(16, triton.next_power_of_2(n)))
+    warps = cfg.num_warps if (bm, bn) == (cfg.BM, cfg.BN) else min(cfg.num_warps, max(4, bm * bn // 1024))
     interp = _interpret()
     a_fused = cfg.variant in ("fused", "hybrid")
     b_fused = cfg.variant == "fused"
-    if not a_fused:
-        a_ptr, sam = dequantize_bf16(a_packed, a_scales, sa, rows_per_program=cfg.dq_rows,
-                                     bytes_per_program=cfg.dq_bytes).view(torch.int16), k
-    else:
-        a_ptr, sam = a_packed, a_packed.stride(0)
-    if not b_fused:
-        b_ptr, sbn = dequantize_bf16(b_packed, b_scales, sb, rows_per_program=cfg.dq_rows,
-                                     bytes_per_program=cfg.dq_bytes).view(torch.int16), k
-    else:
-        b_ptr, sbn = b_packed, b_packed.stride(0)
+    def bf16_operand(packed, scales, sch):
+        x = dequantize_bf16(packed, scales, sch, rows_per_program=cfg.dq_rows, bytes_per_program=cfg.dq_bytes)
+        return x.view(torch.int16) if interp else x
+
+    a_ptr, sam = (a_packed, a_packed.stride(0)) if a_fused else (bf16_operand(a_packed, a_scales, sa), k)
+    b_ptr, sbn = (b_packed, b_packed.stride(0)) if b_fused else (bf16_operand(b_packed, b_scales, sb), k)
     out = torch.empty((m, n), dtype=out_dtype, device=dev)
     out_view = out.view(torch.int16 if out_dtype == torch.bfloat16 else torch.int32)
     dummy = out_view
@@ -544,7 +579,7 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
         BM=bm, BN=bn, BK=bk, GROUP_M=cfg.GROUP_M,
         A_FUSED=a_fused, A_ELEM=ea, A_SCALE=fa, A_BLOCK=ka, B_FUSED=b_fused, B_ELEM=eb, B_SCALE=fb, B_BLOCK=kb,
         DUP=cfg.unpack == "dup", HAS_C=c is not None, HAS_G=gt is not None, OUT_BF16=out_dtype == torch.bfloat16,
-        NAN=nan, DOT_F32=interp, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        NAN=nan, DOT_F32=interp, num_warps=warps, num_stages=cfg.num_stages)
     return out
 
 
@@ -655,7 +690,9 @@ __all__ = [
     "SCHEMES",
     "TileConfig",
     "bf16_rne_bits",
+    "claimed_accumulators",
     "dequantize_bf16",
+    "gemm_availability",
     "get_config",
     "matmul",
     "matmul_dot_scaled",
