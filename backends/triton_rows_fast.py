@@ -1,0 +1,517 @@
+"""Rowwise bf16 -> E2M1 quantize kernels aimed at the copy bandwidth (issue #7, part 4).
+
+Same outputs as :func:`triton_backend.quantize_packed` for rowwise RNE of a contiguous bf16
+tensor with 1 x K blocks (K = 16 or 32, a multiple of 16): packed codes (two per byte, first
+element in the low nibble), uint8 scale codes (row-major), and the TE tensor scale S_dec.
+Schemes: two-level TE (``nvfp4``) and MX (``mxfp4``, every scale rule and profile the
+triton backend takes).
+
+Why these kernels exist (benchmarks/NOTES-triton.md): the v2 kernels issue about 28
+instructions per element, most of them on the half-rate integer/logic pipe (min/max, compare,
+select, logic, shift); at 85 % of the copy the H200 has about 23 issue slots per element.
+Here the work per element is moved to the full-rate FP32 pipe and the rest is cut:
+
+* E2M1 magnitude from three fused multiply-adds that round ``a = |y|`` on the grids of
+  step 1/2, 1 and 2 *with the code offset folded into the addend*, so the three results
+  share one exponent and compare as integers: ``u_k = bits(fma(a, 2^(1-k), 2^22 + k - 1))
+  = 0x4A800000 + c_k`` with ``c_1 = RNE(2a)``, ``c_2 = RNE(a) + 2``, ``c_3 = RNE(a/2) + 4``;
+  the code is ``min(u_1, u_2, u_3, 0x4A800007) - 0x4A800000`` (proved equal to the v2
+  encoder over every float32 in the tests). MX folds its power-of-two multiplier into the
+  fma (``fma(|x|, m * 2^(1-k), ...)``: x * m is exact, so no separate product).
+* Sign: two-level ``y < 0`` (-0 and a product that underflowing to -0 give code 0); MX: the
+  sign bit of x (MX keeps -0, and x * m has the sign of x).
+* Codes are joined with multiply-adds into one int32 per 8 elements; a block's amax,
+  scale and codes stay in the thread that loaded it (variant ``tb``) or in a thread pair.
+* Blocks whose MX scale is NaN (a NaN or an Inf in the block) are rare: a program that has
+  one recomputes its tile with the exact v2 encoder (one uniform branch per program).
+
+Variants (``VARIANTS``):
+
+* ``tb`` -- one block per thread: K/8 16-byte loads per thread at the block stride, amax,
+  scale and codes in registers, one 8-byte (K=16) or 16-byte (K=32) store of codes.
+* ``pair`` -- a [BR, K/8, 4] int32 tile (16 bytes per thread, a warp reads 512 contiguous
+  bytes per load): K/8 threads per block, amax by a cross-thread max, one int32 of codes
+  per thread (a warp writes 128 contiguous bytes).
+* ``tbp`` -- ``tb`` in a persistent grid (a fixed number of programs loop over tiles).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import triton
+import triton.language as tl
+
+VARIANTS = ("tb", "pair", "tbp")
+
+#: Default tiles: blocks per program and warps, per variant (untuned guesses until the
+#: H200 sweep in benchmarks/bench_gpu_rows.py says otherwise).
+DEFAULTS = {"tb": (256, 4), "pair": (256, 8), "tbp": (256, 4)}
+#: Programs per SM of the persistent variant.
+PERSISTENT_PER_SM = 8
+
+_K0 = 0x4A800000  # bits of 2^22: u_k = _K0 + c_k
+
+
+# ---------------------------------------------------------------------------------------------
+# Element encoding
+# ---------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _mag(u1, u2, u3):
+    """0x4A800000 + E2M1 magnitude code from the three grid roundings (bit patterns)."""
+    return tl.minimum(tl.minimum(u1, u2), tl.minimum(u3, 0x4A800007))
+
+
+@triton.jit
+def _mag_y(y):
+    """Magnitude code of float32 y (not NaN): |y| rounded on the three grids by fma."""
+    a = tl.abs(y)
+    u1 = (a + 4194304.0).to(tl.int32, bitcast=True)
+    u2 = tl.fma(a, 0.5, 4194305.0).to(tl.int32, bitcast=True)
+    u3 = tl.fma(a, 0.25, 4194306.0).to(tl.int32, bitcast=True)
+    return _mag(u1, u2, u3)
+
+
+@triton.jit
+def _mag_scaled(x, m1, m2, m4):
+    """Magnitude code of x * m for a power-of-two m (m1 = m, m2 = m/2, m4 = m/4, exact):
+    the fma rounds the exact product once, as RNE of the (exact) float32 product would."""
+    a = tl.abs(x)
+    u1 = tl.fma(a, m1, 4194304.0).to(tl.int32, bitcast=True)
+    u2 = tl.fma(a, m2, 4194305.0).to(tl.int32, bitcast=True)
+    u3 = tl.fma(a, m4, 4194306.0).to(tl.int32, bitcast=True)
+    return _mag(u1, u2, u3)
+
+
+@triton.jit
+def _nibble(x, mult, m2, m4, MX: tl.constexpr):
+    """Unsigned magnitude pattern u (0x4A800000 + code, int32) and sign bit (int32 0/1) of
+    bf16 value x (as float32) times the block multiplier.
+
+    Two-level: t = fma(x, mult, +0) is the float32 product y, but +0 where y is -0 (the sign
+    is ``y < 0``); it equals y when no nonzero product underflows to zero, which the caller
+    checks per tile (mult >= 2^-16). MX: the product is exact and keeps the sign of x."""
+    if MX:
+        u = _mag_scaled(x, mult, m2, m4)
+        s = x.to(tl.int32, bitcast=True)
+    else:
+        t = tl.fma(x, mult, 0.0)
+        u = _mag_y(t)
+        s = t.to(tl.int32, bitcast=True)
+    return u, (s >> 31) & 1
+
+
+@triton.jit
+def _e2m1_exact(y, MX: tl.constexpr):
+    """The v2 encoder (triton_kernels._e2m1_rne): NaN -> 0, -0 kept (MX) or made +0."""
+    a = tl.minimum(tl.maximum(tl.abs(y), 0.0), 6.0)
+    c1 = (a + 4194304.0).to(tl.int32, bitcast=True) - 0x4A800000
+    c2 = (a + 8388608.0).to(tl.int32, bitcast=True) - (0x4B000000 - 2)
+    c3 = (a + 16777216.0).to(tl.int32, bitcast=True) - (0x4B800000 - 4)
+    c = tl.minimum(tl.minimum(c1, c2), c3)
+    if MX:
+        neg = (y.to(tl.int32, bitcast=True) < 0) & (y == y)
+    else:
+        neg = y < 0.0
+    return c | tl.where(neg, 8, 0)
+
+
+@triton.jit
+def _needs_exact(mult, nan_scale, MX: tl.constexpr):
+    """Blocks the fast encoder may get wrong: MX blocks with a NaN scale (x * 0 is NaN for an
+    infinite x); two-level blocks whose multiplier could take a nonzero product to -0 (for
+    mult >= 2^-16 every nonzero bf16 product is at least 2^-149)."""
+    if MX:
+        return nan_scale
+    else:
+        return mult < 1.52587890625e-05
+
+
+@triton.jit
+def _unpack(w):
+    """The two float32 values of a word holding two bf16 (first element in the low half)."""
+    lo = (w << 16).to(tl.float32, bitcast=True)
+    hi = (w & -65536).to(tl.float32, bitcast=True)
+    return lo, hi
+
+
+@triton.jit
+def _amax2(a, b):
+    return tl.maximum(tl.abs(a), tl.abs(b), propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _max_nan(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _pack4(b):
+    """[..., 4] int32 bytes -> [...] int32 word, element j in byte j."""
+    e, o = tl.split(tl.reshape(b, b.shape[:-1] + (2, 2)))
+    h = e + (o << 8)
+    h0, h1 = tl.split(h)
+    return h0 + (h1 << 16)
+
+
+@triton.jit
+def _word_codes(w, mult, m2, m4, MX: tl.constexpr):
+    """[..., 4] int32 words (8 bf16) -> [...] int32 of their 8 codes (first in the low nibble)."""
+    lo, hi = _unpack(w)
+    ul, sl = _nibble(lo, mult, m2, m4, MX)
+    uh, sh = _nibble(hi, mult, m2, m4, MX)
+    # (u - 0x4A800000) + 8 s per nibble; the constants fold into one subtraction per word
+    byte = (ul - 0x4A800000) + sl * 8 + (uh - 0x4A800000) * 16 + sh * 128
+    return _pack4(byte)
+
+
+@triton.jit
+def _word_codes_exact(w, mult, MX: tl.constexpr):
+    lo, hi = _unpack(w)
+    byte = _e2m1_exact(lo * mult, MX) + (_e2m1_exact(hi * mult, MX) << 4)
+    return _pack4(byte)
+
+
+# ---------------------------------------------------------------------------------------------
+# Block scales (a copy of triton_kernels._block_scale and its helpers, so this file does not
+# move with edits there; the tests compare both against the emulator)
+# ---------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _floor_log2(b):
+    E = (b >> 23) & 0xFF
+    M = b & 0x7FFFFF
+    msub = ((M.to(tl.float32).to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
+    return tl.where(E == 0, msub - 149, E - 127)
+
+
+@triton.jit
+def _is_pow2(b):
+    E = (b >> 23) & 0xFF
+    M = b & 0x7FFFFF
+    return tl.where(E == 0, (M & (M - 1)) == 0, M == 0)
+
+
+@triton.jit
+def _pow2(e):
+    normal = (tl.maximum(e + 127, 0) << 23)
+    sub = tl.full(e.shape, 1 << 22, tl.int32)
+    return tl.where(e >= -126, normal, sub).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _ue4m3_rne(s):
+    b = s.to(tl.int32, bitcast=True)
+    rn = (b + 0x7FFFF + ((b >> 20) & 1)) >> 20
+    normal = rn - ((127 - 7) << 3)
+    t = s * 512.0 + 8388608.0  # s * 512 is exact: one rounding whether or not it is fused
+    sub = t.to(tl.int32, bitcast=True) - 0x4B000000
+    code = tl.where(b >= 0x3C800000, normal, sub)
+    return tl.where(s != s, 0x7F, code)
+
+
+@triton.jit
+def _block_scale(vmb, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
+                 NAN_INF: tl.constexpr, SCALING: tl.constexpr):
+    """(scale code, element multiplier, nan-scale mask) of blocks whose amax has the bit
+    pattern vmb (int32, sign clear; any NaN pattern for a block holding a NaN).
+
+    Two-level (TE): s = min(vm * fp32(S_enc * fp32(1/6)), 448) (NaN passes), UE4M3 RNE,
+    multiplier = the 128-entry table at ts[4:] (mult_table_kernel's). MX: as
+    triton_kernels._block_scale."""
+    if MX:
+        vmb = tl.where(vmb > 0x7F800000, 0x7FC00000, vmb)
+        if NAN_INF:
+            nan_scale = vmb >= 0x7F800000
+        else:
+            nan_scale = vmb > 0x7F800000
+        ab = tl.where(nan_scale, 0x3F800000, vmb)
+        zero = ab == 0
+        safe = tl.where(zero, 0x3F800000, ab)
+        if RULE == 0:
+            e = _floor_log2(safe) - EMAX
+        elif RULE == 1:
+            e = _floor_log2(safe) + (~_is_pow2(safe)).to(tl.int32) - EMAX
+        elif RULE == 2:
+            e = (((safe + (1 << (22 - 1))) & 0x7F800000) >> 23) - 127 - EMAX
+        else:
+            d = ab.to(tl.float32, bitcast=True) * tl.load(ts_ptr + 2)
+            db = d.to(tl.int32, bitcast=True)
+            dz = db == 0
+            dinf = db == 0x7F800000
+            dsafe = tl.where(dz | dinf, 0x3F800000, db)
+            e = _floor_log2(dsafe) + (~_is_pow2(dsafe)).to(tl.int32)
+            e = tl.where(dinf, 127, e)
+            zero = zero | dz
+        e = tl.where(zero, -127, e)
+        e = tl.minimum(tl.maximum(e, -127), 127)
+        scode = tl.where(nan_scale, 255, e + 127)
+        if SCALING == 0:
+            shift = -e
+        elif SCALING == 2:
+            shift = tl.where(e == -127, 0, -e)
+        else:
+            shift = -tl.maximum(e, -126)
+        mult = tl.where(nan_scale, 0.0, _pow2(shift))
+    else:
+        s = vmb.to(tl.float32, bitcast=True) * mult_b
+        s = tl.where(s > 448.0, 448.0, s)  # min(min(s, FLT_MAX), 448); NaN passes
+        scode = _ue4m3_rne(s)
+        mult = tl.load(ts_ptr + 4 + scode)
+        nan_scale = scode == 0x7F
+    return scode, mult, nan_scale
+
+
+@triton.jit
+def _mult_b(ts_ptr, MX: tl.constexpr):
+    if MX:
+        return 1.0
+    else:
+        return tl.load(ts_ptr) * tl.load(ts_ptr + 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Variant tb: one block per thread
+# ---------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _tb_tile(x_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NBLK,
+             BR: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
+             EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr):
+    """Tile `tile` (BR blocks). x_ptr: int32 words (2 bf16), K/2 per block; q_ptr: int32
+    words of codes, K/8 per block; s_ptr: uint8 scale codes."""
+    W: tl.constexpr = K // 2
+    r = tl.arange(0, BR)
+    c = tl.arange(0, 4)
+    blk0 = tl.cast(tile, tl.int64) * BR
+    xb = x_ptr + blk0 * W
+    offs = r[:, None] * W + c[None, :]
+    if EVEN:
+        m2d = None
+        w0 = tl.load(xb + offs)
+        w1 = tl.load(xb + offs + 4)
+        if K == 32:
+            w2 = tl.load(xb + offs + 8)
+            w3 = tl.load(xb + offs + 12)
+    else:
+        m1d = (blk0 + r) < NBLK
+        m2d = m1d[:, None]
+        w0 = tl.load(xb + offs, mask=m2d, other=0)
+        w1 = tl.load(xb + offs + 4, mask=m2d, other=0)
+        if K == 32:
+            w2 = tl.load(xb + offs + 8, mask=m2d, other=0)
+            w3 = tl.load(xb + offs + 12, mask=m2d, other=0)
+    l0, h0 = _unpack(w0)
+    l1, h1 = _unpack(w1)
+    am = _max_nan(_amax2(l0, h0), _amax2(l1, h1))
+    if K == 32:
+        l2, h2 = _unpack(w2)
+        l3, h3 = _unpack(w3)
+        am = _max_nan(am, _max_nan(_amax2(l2, h2), _amax2(l3, h3)))
+    # sign-clear float32 patterns: the max of the patterns is the amax (a NaN above every number)
+    vmb = tl.max(am.to(tl.int32, bitcast=True), axis=1)
+    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
+    mb = mult[:, None]
+    m2 = mb * 0.5
+    m4 = mb * 0.25
+    q0 = _word_codes(w0, mb, m2, m4, MX)
+    q1 = _word_codes(w1, mb, m2, m4, MX)
+    if K == 32:
+        q2 = _word_codes(w2, mb, m2, m4, MX)
+        q3 = _word_codes(w3, mb, m2, m4, MX)
+    if SLOW:
+        if tl.max(_needs_exact(mult, nan_scale, MX).to(tl.int32), axis=0) != 0:  # rare: exact tile
+            q0 = _word_codes_exact(w0, mb, MX)
+            q1 = _word_codes_exact(w1, mb, MX)
+            if K == 32:
+                q2 = _word_codes_exact(w2, mb, MX)
+                q3 = _word_codes_exact(w3, mb, MX)
+    if not MX:
+        keep = tl.where(nan_scale, 0, -1)  # NaN scale code: every element code 0
+        q0 = q0 & keep
+        q1 = q1 & keep
+    if K == 16:
+        q = tl.join(q0, q1)  # [BR, 2]: words 0, 1 of each block
+    else:
+        q = tl.reshape(tl.join(tl.join(q0, q2), tl.join(q1, q3)), (BR, 4))
+    oq = r[:, None] * (K // 8) + tl.arange(0, K // 8)[None, :]
+    qb = q_ptr + blk0 * (K // 8)
+    sb = s_ptr + blk0
+    if EVEN:
+        tl.store(qb + oq, q)
+        tl.store(sb + r, scode.to(tl.uint8))
+    else:
+        tl.store(qb + oq, q, mask=m2d)
+        tl.store(sb + r, scode.to(tl.uint8), mask=m1d)
+
+
+@triton.jit
+def rows_tb_kernel(x_ptr, q_ptr, s_ptr, ts_ptr, NBLK,
+                   BR: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
+                   EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr = True):
+    mult_b = _mult_b(ts_ptr, MX)
+    _tb_tile(x_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tl.program_id(0), NBLK,
+             BR, K, EVEN, MX, RULE, EMAX, NAN_INF, SCALING, SLOW)
+
+
+@triton.jit
+def rows_tbp_kernel(x_ptr, q_ptr, s_ptr, ts_ptr, NBLK, NTILES,
+                    BR: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
+                    EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr = True):
+    """Persistent grid: program p does tiles p, p + P, p + 2P, ..."""
+    mult_b = _mult_b(ts_ptr, MX)
+    for tile in range(tl.program_id(0), NTILES, tl.num_programs(0)):
+        _tb_tile(x_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NBLK,
+                 BR, K, EVEN, MX, RULE, EMAX, NAN_INF, SCALING, SLOW)
+
+
+# ---------------------------------------------------------------------------------------------
+# Variant pair: [BR, K/8, 4] words, K/8 threads per block, coalesced 16-byte accesses
+# ---------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def rows_pair_kernel(x_ptr, q_ptr, s_ptr, ts_ptr, NBLK,
+                     BR: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
+                     EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr = True):
+    H: tl.constexpr = K // 8
+    mult_b = _mult_b(ts_ptr, MX)
+    r = tl.arange(0, BR)
+    blk0 = tl.program_id(0).to(tl.int64) * BR
+    offs = (r[:, None, None] * H + tl.arange(0, H)[None, :, None]) * 4 + tl.arange(0, 4)[None, None, :]
+    xb = x_ptr + blk0 * (K // 2)
+    if EVEN:
+        w = tl.load(xb + offs)
+    else:
+        m1d = (blk0 + r) < NBLK
+        w = tl.load(xb + offs, mask=m1d[:, None, None], other=0)
+    lo, hi = _unpack(w)
+    am = tl.max(_amax2(lo, hi).to(tl.int32, bitcast=True), axis=2)
+    vmb = tl.max(am, axis=1)
+    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
+    mb = mult[:, None, None]
+    q = _word_codes(w, mb, mb * 0.5, mb * 0.25, MX)  # [BR, H]
+    if SLOW:
+        if tl.max(_needs_exact(mult, nan_scale, MX).to(tl.int32), axis=0) != 0:
+            q = _word_codes_exact(w, mb, MX)
+    if not MX:
+        q = tl.where(nan_scale[:, None], 0, q)
+    oq = r[:, None] * H + tl.arange(0, H)[None, :]
+    qb = q_ptr + blk0 * H
+    if EVEN:
+        tl.store(qb + oq, q)
+        tl.store(s_ptr + blk0 + r, scode.to(tl.uint8))
+    else:
+        tl.store(qb + oq, q, mask=m1d[:, None])
+        tl.store(s_ptr + blk0 + r, scode.to(tl.uint8), mask=m1d)
+
+
+# ---------------------------------------------------------------------------------------------
+# Python entry
+# ---------------------------------------------------------------------------------------------
+
+_MX_RULES = {"floor": 0, "ceil": 1, "even": 2, "rceil": 3}
+
+
+def _sm_count(device):
+    import torch
+
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def quantize_rows_fast(x, scheme, *, variant="tb", s_enc_dec=None, BR=None, num_warps=None,
+                       programs_per_sm=None, exact_fallback=True, return_launcher=False):
+    """Rowwise RNE quantization of a contiguous bf16 tensor (quantized along the last axis).
+
+    Returns the dict of :func:`triton_backend.quantize_packed` (``packed`` uint8 (M, N/2),
+    ``scales`` uint8 (M, N/K), ``global_scale`` 0-d float32 S_dec or None, ``scheme``),
+    bit-identical to it. ``variant``: one of :data:`VARIANTS`; ``BR`` blocks per program and
+    ``num_warps`` (defaults :data:`DEFAULTS`); ``programs_per_sm`` for ``tbp``.
+    ``s_enc_dec``: a precomputed (S_enc, S_dec) for two-level schemes (else the global amax
+    pass runs first, as in quantize_packed). ``exact_fallback=False`` drops the per-tile
+    branch to the exact encoder (tests of the fast path alone, instruction counts): the
+    result is then only right where :func:`_needs_exact` holds for no block.
+    ``return_launcher=True`` returns ``(result, launch)``: ``launch()`` reruns the kernel
+    alone on the same buffers (benchmarks: no host-side torch ops) and returns triton's
+    compiled kernel (``.asm["cubin"]`` for an instruction count)."""
+    import torch
+
+    from fp4spec.backends import torch_backend as tb
+    from fp4spec.backends import triton_backend as trb
+    from fp4spec.backends import triton_kernels as tk
+    from fp4spec.backends.base import resolve_scheme
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant: {variant!r} is not one of {', '.join(VARIANTS)}")
+    sch = resolve_scheme(scheme)
+    x = tb.as_torch(x)
+    if x.dtype != torch.bfloat16:
+        raise ValueError(f"x: bfloat16 only (the fast rowwise kernels), not {x.dtype}")
+    if sch.element.name != "e2m1" or sch.structure not in ("mx", "two_level") or sch.is_2d:
+        raise ValueError(f"scheme: {sch.name} (E2M1 elements, 1 x K blocks, mx or two_level)")
+    trb.check_request(sch, "rne")
+    K = sch.block_size
+    if K not in (16, 32):
+        raise ValueError(f"scheme: block size {K} (16 or 32)")
+    x2 = x.reshape(-1, x.shape[-1]) if x.dim() != 1 else x.reshape(1, -1)
+    if not x2.is_contiguous():
+        x2 = x2.contiguous()
+    M, N = x2.shape
+    if N % K:
+        raise ValueError(f"x: rows of {N} elements are not a whole number of {K}-element blocks")
+    dev = x2.device
+    mx = sch.structure == "mx"
+    ts = trb._consts(float(tb.f32(np.float32(1.0) / np.float32(sch.max_elem))), 256.0, str(dev)).clone()
+    g = None
+    if not mx:
+        if s_enc_dec is None:
+            s_enc, s_dec = tb.tensor_scale(trb.global_amax(x2, M, N, N, 1), sch)
+        else:
+            s_enc, s_dec = s_enc_dec
+        ts[0:2] = torch.stack((torch.as_tensor(s_enc, device=dev).reshape(()),
+                               torch.as_tensor(s_dec, device=dev).reshape(())))
+        g = ts[1]
+        tk.mult_table_kernel[(1,)](ts, ts[4:], num_warps=1)
+    pol = sch.policies
+    scaling = 0
+    if mx and pol["mx_element_scaling"] != "exact":
+        scaling = 2 if sch.scale_rule == "rceil" else 1
+    flags = dict(MX=mx, RULE=_MX_RULES.get(sch.scale_rule, 0), EMAX=sch.element.emax if mx else 0,
+                 NAN_INF=mx and pol["mx_nonfinite_block"] == "nan_scale", SCALING=scaling)
+    packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
+    scales = torch.empty((M, N // K), dtype=torch.uint8, device=dev)
+    nblk = M * N // K
+    br0, w0 = DEFAULTS[variant]
+    br = BR or br0
+    nw = num_warps or w0
+    ntiles = triton.cdiv(nblk, br)
+    even = nblk % br == 0
+    args = (x2.view(torch.int32), packed.view(torch.int32), scales, ts, nblk)
+    flags.update(BR=br, K=K, EVEN=even, SLOW=bool(exact_fallback), num_warps=nw)
+    if variant == "tb":
+        kernel, grid = rows_tb_kernel, (ntiles,)
+    elif variant == "tbp":
+        kernel, grid = rows_tbp_kernel, (min(ntiles, _sm_count(dev) * (programs_per_sm or PERSISTENT_PER_SM)),)
+        args = args + (ntiles,)
+    else:
+        kernel, grid = rows_pair_kernel, (ntiles,)
+
+    def launch():
+        """Run the kernel alone (the outputs are rewritten); returns triton's compiled kernel."""
+        if nblk:
+            return kernel[grid](*args, **flags)
+
+    launch()
+    out = {"packed": packed, "scales": scales, "global_scale": g, "scheme": sch}
+    if return_launcher:
+        return out, launch
+    return out
+
+
+__all__ = ["DEFAULTS", "VARIANTS", "quantize_rows_fast", "rows_pair_kernel", "rows_tb_kernel", "rows_tbp_kernel"]

@@ -1,0 +1,227 @@
+"""The fast rowwise quantize kernels (backends/triton_rows_fast.py) equal quantize_packed and
+the numpy emulator bit for bit; their E2M1 encoder equals the v2 encoder (proof below).
+
+On a machine without a GPU the kernels run under TRITON_INTERPRET=1 (small shapes)."""
+
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():  # before triton is imported: it reads the variable once
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+
+import fp4spec  # noqa: E402
+from fp4spec.backends import triton_rows_fast as rf  # noqa: E402
+from fp4spec.backends.triton_backend import TritonBackend, quantize_packed  # noqa: E402
+
+from .test_torch_backend import adversarial, with_nonfinite  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+F32 = np.float32
+K0 = 0x4A800000
+
+
+# -- the encoder, emulated in numpy -------------------------------------------------------------
+
+
+def _fma_bits(a, s, c):
+    """bits(fp32(a * s + c)) for float32 a >= 0, power-of-two s and c = 2^22 + small: the
+    product and the sum are exact in float64 wherever the float32 rounding can tie (a * s
+    >= 1/4 has its last bit >= 2^-25), so one float64 evaluation rounds once."""
+    return (np.asarray(a, np.float64) * s + c).astype(F32).view(np.int32)
+
+
+def fast_mag(a, m=1.0):
+    """triton_rows_fast._mag_y / _mag_scaled: 0x4A800000 + code of |a| * m."""
+    a = np.abs(np.asarray(a, F32))
+    u1 = _fma_bits(a, m, 4194304.0)
+    u2 = _fma_bits(a, m * 0.5, 4194305.0)
+    u3 = _fma_bits(a, m * 0.25, 4194306.0)
+    return np.minimum(np.minimum(u1, u2), np.minimum(u3, K0 + 7)) - K0
+
+
+def v2_mag(y):
+    """triton_kernels._e2m1_rne without the sign: min of three magic-number roundings of
+    min(|y|, 6) (float32 additions)."""
+    a = np.minimum(np.abs(np.asarray(y, F32)), F32(6))
+    c1 = (a + F32(4194304.0)).view(np.int32) - 0x4A800000
+    c2 = (a + F32(8388608.0)).view(np.int32) - (0x4B000000 - 2)
+    c3 = (a + F32(16777216.0)).view(np.int32) - (0x4B800000 - 4)
+    return np.minimum(np.minimum(c1, c2), c3)
+
+
+def e2m1_rne_reference(y):
+    """The emulator's element encoder (codes 0..7 of |y|)."""
+    from fp4spec import encode
+
+    return np.asarray(encode(np.abs(np.asarray(y, F32)), "e2m1"), np.int64) & 7
+
+
+def _near(values, ulps):
+    """float32 values within `ulps` ulps of each of `values` (non-negative)."""
+    b = np.asarray(values, F32).view(np.int32)[:, None] + np.arange(-ulps, ulps + 1, dtype=np.int32)[None, :]
+    return np.unique(b[b >= 0]).view(F32)
+
+
+def test_fast_encoder_proof():
+    """Both encoders are monotone in |y| (min of monotone roundings), and the E2M1 code is
+    constant between consecutive decision points (midpoints, ties to even); two monotone
+    step functions that agree at both ends of every interval on which one is constant agree
+    everywhere. So checking the decision points (+- a few ulps), 0, 6, and everything above
+    6 that changes the fast encoder's candidates (binade edges up to Inf) is a proof over
+    every float32 magnitude; a coarse exhaustive grid and the monotonicity of the samples are
+    checked too."""
+    mids = F32([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+    grid = F32([0, 0.5, 1, 1.5, 2, 3, 4, 6, 7, 8])
+    big = F32(2.0) ** np.arange(-149, 128).astype(F32)
+    pts = np.concatenate([_near(mids, 64), _near(grid, 64), _near(big, 2), F32([np.inf, 3.4028235e38]),
+                          np.arange(0, 1 << 31, 1 << 13, dtype=np.int64).astype(np.uint32).view(F32)])
+    pts = np.sort(pts[~np.isnan(pts)])
+    f, g, ref = fast_mag(pts), v2_mag(pts), e2m1_rne_reference(pts)
+    np.testing.assert_array_equal(f, g)
+    np.testing.assert_array_equal(f, ref)
+    assert np.all(np.diff(f) >= 0)
+
+
+def test_fast_encoder_scaled_products():
+    """MX folds the power-of-two multiplier into the fma: fast_mag(x, 2^k) equals the code of
+    the float32 product x * 2^k for every bf16 x and the multipliers the MX scales give."""
+    x = np.arange(1 << 15, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(F32)
+    x = x[np.isfinite(x)]
+    for k in (-127, -126, -100, -3, 0, 1, 5, 60, 126, 127):
+        m = float(np.ldexp(1.0, k))
+        with np.errstate(over="ignore"):
+            y = x * F32(m)
+        np.testing.assert_array_equal(fast_mag(x, m), e2m1_rne_reference(y), err_msg=f"2^{k}")
+
+
+# -- the kernels ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def backend():
+    b = TritonBackend()
+    if not b.is_available():
+        pytest.skip(b.is_available().reason)
+    return b
+
+
+SCHEMES = [("nvfp4", {}), ("mxfp4", {}), ("mxfp4", {"scale_rule": "rceil"}), ("mxfp4", {"scale_rule": "even"}),
+           ("mxfp4", {"scale_rule": "ceil"}), ("mxfp4", {"profile": "torchao"})]
+IDS = [n + "".join(f"-{v}" for v in o.values()) for n, o in SCHEMES]
+# (variant, BR, num_warps): several programs with masked blocks, one program, persistent loops
+TILES = [("tb", 16, 1), ("tb", 64, 2), ("pair", 16, 1), ("pair", 128, 4), ("tbp", 16, 1), ("tbp", 32, 1)]
+
+
+def _dev(x, backend):
+    return torch.from_numpy(np.ascontiguousarray(x, F32)).to(torch.bfloat16).to(backend.device)
+
+
+def _check(out, ref, scales_of=None):
+    np.testing.assert_array_equal(out["packed"].cpu().numpy(), ref["packed"].cpu().numpy())
+    np.testing.assert_array_equal(out["scales"].cpu().numpy(), ref["scales"].cpu().numpy())
+    if ref["global_scale"] is not None:
+        assert out["global_scale"].cpu().view(torch.int32).item() == ref["global_scale"].cpu().view(torch.int32).item()
+
+
+def _check_emulator(out, xt, sch):
+    ref = fp4spec.quantize(xt.float().cpu().numpy(), sch)
+    np.testing.assert_array_equal(out["packed"].cpu().numpy(), ref.pack())
+    np.testing.assert_array_equal(out["scales"].cpu().numpy(), ref.scales)
+
+
+def tie_blocks(rows=16, seed=0):
+    """bf16 rows of 64 whose every 16- and 32-block has amax 6 * 2^j and elements at the E2M1
+    midpoints times 2^j (signs mixed), and one element 2688 = 448 * 6 (global amax: TE's
+    S_enc = 1): the UE4M3 scale is 2^j and the element multiplier 2^-j, so every element is
+    an exact tie after scaling (MX: the scale is a power of two anyway)."""
+    rng = np.random.default_rng(seed)
+    mids = F32([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 0.0, 6.0])
+    x = np.empty((rows, 64), F32)
+    for r in range(rows):
+        for b in range(4):
+            j = int(rng.integers(-6, 8))
+            x[r, 16 * b:16 * b + 16] = rng.permutation(mids) * rng.choice(F32([-1, 1]), 16) * F32(2.0 ** j)
+    x[0, 5] = -0.0
+    x[rows - 1, 48:64] = 0.0
+    x[rows - 1, 63] = 2688.0
+    return x
+
+
+@pytest.mark.parametrize("name,over", SCHEMES, ids=IDS)
+def test_variants_adversarial(backend, name, over):
+    """Adversarial blocks (tiny, huge, subnormal, zero and -0, ties, binade edges) with NaN/Inf:
+    every variant == quantize_packed == the emulator (tiles with NaN scales or a tiny TE
+    multiplier take the exact branch)."""
+    sch = fp4spec.get_scheme(name, **over)
+    for x in (with_nonfinite(adversarial(7)), adversarial(11, 16, 128)):
+        xt = _dev(x, backend)
+        ref = quantize_packed(xt, sch)
+        for v, br, w in TILES:
+            out = rf.quantize_rows_fast(xt, sch, variant=v, BR=br, num_warps=w)
+            _check(out, ref)
+        _check_emulator(out, xt, sch)
+
+
+@pytest.mark.parametrize("name,over", SCHEMES, ids=IDS)
+def test_fast_path_alone_on_ties(backend, name, over):
+    """The fast path without the exact branch, on data where it must be exact (finite, TE
+    multipliers >= 2^-16): exact ties after scaling, zeros, -0, saturating blocks."""
+    sch = fp4spec.get_scheme(name, **over)
+    x = tie_blocks()
+    x[3, 16:32] *= F32(1.4)  # block max 8.4 * 2^j: saturation (7 after scaling for MX floor)
+    x[4, :16] = 0.0
+    x[5, :16] = -0.0
+    xt = _dev(x, backend)
+    ref = quantize_packed(xt, sch)
+    for v, br, w in TILES:
+        out = rf.quantize_rows_fast(xt, sch, variant=v, BR=br, num_warps=w, exact_fallback=False)
+        _check(out, ref)
+    _check_emulator(out, xt, sch)
+    if sch.structure != "mx":  # a given tensor scale
+        sed = (ref["global_scale"] * 0 + 1, ref["global_scale"])
+        _check(rf.quantize_rows_fast(xt, sch, s_enc_dec=sed, exact_fallback=False), quantize_packed(xt, sch, s_enc_dec=sed))
+
+
+@pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
+def test_every_bf16_pattern(backend, name):
+    x = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(F32).reshape(128, 512)
+    xt = _dev(x, backend)
+    ref = quantize_packed(xt, name)
+    for v in rf.VARIANTS:
+        _check(rf.quantize_rows_fast(xt, name, variant=v, BR=256), ref)
+    _check_emulator(rf.quantize_rows_fast(xt, name), xt, fp4spec.get_scheme(name))
+
+
+def test_tiny_multiplier_branch(backend):
+    """TE blocks next to a huge value (global amax 3e38): nonzero bf16 products underflow to
+    -0 and +0 (code 0, not 8); the exact branch handles them, the fast path alone would not."""
+    x = np.full((4, 64), F32(-1e-38))
+    x[0, 0] = F32(3e38)
+    x[1, :16] = F32(-3e-39) * np.arange(16, dtype=F32)
+    xt = _dev(x, backend)
+    ref = quantize_packed(xt, "nvfp4")
+    for v in rf.VARIANTS:
+        _check(rf.quantize_rows_fast(xt, "nvfp4", variant=v, BR=16), ref)
+    _check_emulator(rf.quantize_rows_fast(xt, "nvfp4"), xt, fp4spec.get_scheme("nvfp4"))
+
+
+def test_leading_dims_and_errors(backend):
+    x = _dev(adversarial(3), backend).reshape(2, 16, 64)
+    ref = quantize_packed(x, "mxfp4")
+    _check(rf.quantize_rows_fast(x, "mxfp4"), ref)
+    with pytest.raises(ValueError, match="variant"):
+        rf.quantize_rows_fast(x, "mxfp4", variant="nope")
+    with pytest.raises(ValueError, match="bfloat16"):
+        rf.quantize_rows_fast(x.float(), "mxfp4")
+    with pytest.raises(ValueError, match="scheme"):
+        rf.quantize_rows_fast(x, "nvint4")
+    with pytest.raises(ValueError, match="blocks"):
+        rf.quantize_rows_fast(x[..., :40], "nvfp4")
