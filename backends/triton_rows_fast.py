@@ -149,8 +149,11 @@ def _max_nan(a, b):
 
 @triton.jit
 def _pack4(b):
-    """[..., 4] int32 bytes -> [...] int32 word, element j in byte j."""
-    e, o = tl.split(tl.reshape(b, b.shape[:-1] + (2, 2)))
+    """[..., 4] int32 bytes (2-D or 3-D) -> [...] int32 word, element j in byte j."""
+    if len(b.shape) == 2:
+        e, o = tl.split(tl.reshape(b, (b.shape[0], 2, 2)))
+    else:
+        e, o = tl.split(tl.reshape(b, (b.shape[0], b.shape[1], 2, 2)))
     h = e + (o << 8)
     h0, h1 = tl.split(h)
     return h0 + (h1 << 16)
