@@ -24,7 +24,16 @@ with Philox (:func:`philox_rbits` replays them on the CPU); ``scale_layout="cubl
 writes the cuBLAS 128 x 4 blocked scale layout directly. ``variant="v1"`` keeps the generic
 tile kernel (nvfp4_2d always uses it).
 
-Not implemented here (yet): fused RHT + quantize, the torchao two-level chain and 4over6.
+RHT (``rht=``, :class:`fp4spec.rht.RHT` ``"16/fwht-fp32"``, any signs, bf16/float32/float64
+output): fused with the quantization for 1 x 16 and 1 x 32 blocks rowwise
+(:func:`triton_kernels.quantize_rows_rht_kernel`) and columnwise (``quantize_cols3_kernel``):
+the transform runs in registers, the pinned butterfly operation for operation; two-level
+schemes take the amax of the transformed tensor in a fused RHT + amax pass (no temporary).
+Other shapes (2-D tiles, k = 64, 128) write the transform to a float32 temporary first.
+Columnwise v3 (``quantize_cols3_kernel``, also without RHT) stores 32 contiguous bytes of
+codes and a 4-byte scale word per column and band of four blocks.
+
+Not implemented here (yet): the torchao two-level chain and 4over6.
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ from . import torch_backend as tb
 ROUNDINGS = ("rne", "sr")
 ELEMENTS = ("e2m1", "e1m2", "int4_sym")
 MX_RULES = {"floor": 0, "ceil": 1, "even": 2, "rceil": 3}
+#: RHT specs the kernels apply bit for bit (fp4spec.rht: size 16, the pinned float32 butterfly).
+RHT_SPECS = ("16/fwht-fp32",)
 
 #: Tile sizes (rows x columns of the logical matrix per program); tuned on the H200.
 DEFAULT_BM, DEFAULT_BN, DEFAULT_WARPS = 32, 128, 4
@@ -68,7 +79,25 @@ def availability() -> Availability:
     return Availability.no("no GPU, and TRITON_INTERPRET=1 is not set")
 
 
-def check_request(scheme: Scheme, rounding: str, sr_bits: int = 8):
+def rht_params(rht):
+    """(sign mask, bf16 output) of the transform an ``rht=`` argument names (None: no transform).
+
+    The kernels run :class:`fp4spec.rht.RHT` ``"16/fwht-fp32"`` with any signs; a float64
+    output equals the float32 one widened (quantize reads it exactly), so it is the float32
+    path. Anything else raises NotImplementedError (so ``backend="auto"`` falls back).
+    """
+    from fp4spec.rht import resolve_rht
+
+    r = resolve_rht(rht)
+    if r is None:
+        return None
+    if r.spec not in RHT_SPECS:
+        raise NotImplementedError(f"rht: {r.spec!r} (triton backend: {', '.join(RHT_SPECS)})")
+    return r.sign_mask(), r.out_dtype == "bfloat16"
+
+
+def check_request(scheme: Scheme, rounding: str, sr_bits: int = 8, rht=None):
+    rht_params(rht)
     if rounding not in ROUNDINGS:
         raise NotImplementedError(f"rounding: {rounding!r} (triton backend: {', '.join(ROUNDINGS)})")
     if rounding == "sr" and not 1 <= int(sr_bits) <= 24:
@@ -136,6 +165,17 @@ def _as_matrix(x, axis):
 #: thread, "rows2d" a [blocks, K/4] tile of 64-bit words (bf16, E2M1, RNE only).
 ROWS_CFG = {"two_level": ("rows", 512, 8), "mx": ("rows2d", 256, 8)}
 COLS_BC, COLS_WARPS, COLS_BANDS = 512, 2, 8
+#: Columnwise v3 (``quantize_cols3_kernel``, k = 16 and 32): structure -> (columns per
+#: program, warps); the default columnwise kernel is COLS_VARIANT ("cols": v2).
+COLS3_CFG = {"two_level": (256, 4), "mx": (256, 4)}
+COLS_VARIANT = "cols3"
+#: Fused RHT + quantize rowwise (blocks per program, warps); RHT + amax: rows of 16 per
+#: program (rowwise), (columns, bands of 16 rows) per program (columnwise).
+RHT_ROWS_BR, RHT_ROWS_WARPS = 512, 8
+RHT_AMAX_BR, RHT_AMAX_COLS = 1024, (256, 4)
+#: None: bf16 RHT output by the hardware conversion on a GPU, integer rounding in the
+#: interpreter; True/False force one (both are exact; the GPU check runs both).
+RHT_BF16_CVT = None
 #: Dequantize: elements per program (blocks = DQ_ELEMS / k) and warps.
 DQ_ELEMS, DQ_WARPS = 16384, 8
 
@@ -183,8 +223,58 @@ def _scale_out(rows, cols, dev, layout):
     return alloc(rp * cp, dtype=torch.uint8, device=dev), cp
 
 
+def _bf16_cvt() -> bool:
+    """Round the RHT output to bf16 with the hardware conversion (not in the interpreter,
+    whose fp32 -> bf16 cast truncates); RHT_BF16_CVT overrides (the GPU check runs both)."""
+    return (not _interpret()) if RHT_BF16_CVT is None else bool(RHT_BF16_CVT)
+
+
+def rht_global_amax(x2, M, N, sxm, sxn, rp):
+    """float32 0-d tensor: max |RHT(x)| (NaN if any NaN) over the logical M x N matrix, the
+    transform along N, in one pass without a temporary (rowwise: x2 contiguous; columnwise:
+    x2 is the (N, M) row-major tensor, sxm == 1)."""
+    import torch
+    from . import triton_kernels as tk
+
+    signs, out_bf16 = rp
+    out = torch.zeros(1, dtype=torch.int32, device=x2.device)
+    bf16 = x2.dtype == torch.bfloat16
+    kw = dict(IN_BF16=bf16, SIGNS=signs, OUT_BF16=out_bf16, BF16_CVT=_bf16_cvt())
+    if sxn == 1 and sxm == N:
+        nch = M * N // 16
+        tk.rht_amax_rows_kernel[(triton.cdiv(nch, RHT_AMAX_BR),)](
+            x2.view(torch.int64) if bf16 else x2, out, nch, BR=RHT_AMAX_BR, num_warps=8, **kw)
+    elif sxm == 1:
+        bc, nb = RHT_AMAX_COLS
+        grid = (triton.cdiv(M, bc), triton.cdiv(N // 16, nb))
+        tk.rht_amax_cols_kernel[grid](x2.view(torch.int16) if bf16 else x2, out, N, M, sxn, BC=bc, NB=nb,
+                                      num_warps=4, **kw)
+    else:
+        raise NotImplementedError("rht amax: a contiguous tensor (rowwise) or a 2-D tensor with unit column stride")
+    return out.view(torch.float32)[0]
+
+
+def rht_apply(x2, M, N, sxm, sxn, rp):
+    """The RHT of the logical M x N matrix along N as a new contiguous float32 tensor of x2's
+    shape (the unfused path; bf16 output rounded, held in float32)."""
+    import torch
+    from . import triton_kernels as tk
+
+    signs, out_bf16 = rp
+    y2 = torch.empty(x2.shape, dtype=torch.float32, device=x2.device)
+    # y2's strides for the logical (m, n): the same permutation as x2's
+    sym, syn = (y2.stride(0), y2.stride(1)) if (x2.dim() == 2 and sxm == x2.stride(0) and sxn == x2.stride(1)) \
+        else (y2.stride(1), y2.stride(0))
+    bf16 = x2.dtype == torch.bfloat16
+    BM = 64
+    grid = (triton.cdiv(M, BM), N // 16)
+    tk.rht_kernel[grid](x2.view(torch.int16) if bf16 else x2, y2, M, sxm, sxn, sym, syn, BM=BM, IN_BF16=bf16,
+                        SIGNS=signs, OUT_BF16=out_bf16, BF16_CVT=_bf16_cvt(), num_warps=4)
+    return y2
+
+
 def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, s_enc_dec=None,
-                    seed=None, scale_layout="plain", BM=None, BN=None, num_warps=None, variant=None):
+                    seed=None, scale_layout="plain", BM=None, BN=None, num_warps=None, variant=None, rht=None):
     """Quantize a torch tensor on its device.
 
     Returns a dict: ``packed`` (uint8, (M, N/2)), ``scales`` (uint8, (M, N/k); with
@@ -195,13 +285,22 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
 
     ``rounding="sr"`` takes ``rbits`` or a ``seed``: with a seed the bits are drawn on the
     device by Philox (:func:`philox_rbits` replays them). ``variant``: ``None`` (fast paths
-    where they apply), ``"v1"`` (the generic tile kernel), ``"rows"``/``"rows2d"``.
+    where they apply), ``"v1"`` (the generic tile kernel), ``"rows"``/``"rows2d"``,
+    ``"cols"`` (columnwise v2) / ``"cols3"`` (columnwise v3, the default for k = 16, 32).
+
+    ``rht``: None, an :class:`fp4spec.rht.RHT` (``"16/fwht-fp32"``, any signs), ``"te"``
+    or an int seed (:func:`fp4spec.rht.resolve_rht`): quantize the RHT of x along the
+    quantized axis (the tensor amax of two-level schemes after it, SR bits indexing the
+    transformed elements). Fused (the transform in registers) for 1 x 16 and 1 x 32 blocks,
+    rowwise (``variant="rows"``) and columnwise (``"cols3"``); otherwise (``"unfused"``)
+    the transform is written to a float32 temporary that the other kernels quantize.
     """
     import torch
     from . import triton_kernels as tk
 
     sch = resolve_scheme(scheme)
-    check_request(sch, rounding, sr_bits)
+    check_request(sch, rounding, sr_bits, rht)
+    rp = rht_params(rht)
     x = tb.as_torch(x)
     if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise ValueError(f"x: bfloat16, float16 or float32, not {x.dtype}")
@@ -210,14 +309,61 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     R = sch.tile_rows
     if N % K or M % R:
         raise ValueError(f"x: the {M} x {N} matrix is not a whole number of {sch.block_shape} blocks")
+    if rp is not None and N % 16:
+        raise ValueError(f"x: length {N} along the quantized axis is not a multiple of 16 (the RHT size)")
     dev = x.device
+    sr_mode = 0
+    seed_v = 0
+    if rounding == "sr":
+        if rbits is None and seed is None:
+            raise ValueError("rounding='sr' needs rbits (explicit random bits) or seed (Philox on the device)")
+        sr_mode = 1 if rbits is not None else 2
+        seed_v = 0 if seed is None else int(seed)
+    elif seed is not None or rbits is not None:
+        raise ValueError("rbits, seed: only used with rounding='sr'")
+    bf16 = x2.dtype == torch.bfloat16
+    rowwise = sxn == 1 and sxm == N
+    colwise = sxm == 1 and x2.dim() == 2 and (sr_mode != 2 or M % 4 == 0)
+    fast_shape = R == 1 and K % 16 == 0
+    fused_shape = R == 1 and K in (16, 32)
+    cfg_v, cfg_br, cfg_w = ROWS_CFG[sch.structure]
+    use = variant
+    if rp is not None:
+        if use is None:
+            use = "rows" if (fused_shape and rowwise) else ("cols3" if (fused_shape and colwise) else "unfused")
+        if use not in ("rows", "cols3", "unfused"):
+            raise ValueError(f"variant: {variant!r} with rht: None, 'rows', 'cols3' or 'unfused'")
+        if use == "unfused":
+            y2 = rht_apply(x2, M, N, sxm, sxn, rp)
+            rb = None if rbits is None else tb.as_torch(rbits, dev).expand(x.shape).reshape(x2.shape)
+            last = x.dim() == 1 or axis % x.dim() == x.dim() - 1
+            return quantize_packed(y2, sch, axis=-1 if last else 0, rounding=rounding, rbits=rb, sr_bits=sr_bits,
+                                   s_enc_dec=s_enc_dec, seed=seed, scale_layout=scale_layout, BM=BM, BN=BN,
+                                   num_warps=num_warps)
+        if not fused_shape or not (rowwise if use == "rows" else colwise):
+            raise NotImplementedError(f"variant={use!r} with rht: 1 x 16 or 1 x 32 blocks, "
+                                      + ("a contiguous tensor" if use == "rows" else "a 2-D tensor, axis 0"))
+    elif use is None:
+        if fast_shape and rowwise:
+            use = cfg_v if (cfg_v == "rows" or (bf16 and _fast_ok(sch, rounding))) else "rows"
+        elif fast_shape and colwise:
+            use = COLS_VARIANT if fused_shape else "cols"
+        else:
+            use = "v1"
+    if use == "v1" and sr_mode == 2:
+        raise NotImplementedError("Philox-drawn bits: rowwise or columnwise 1 x k blocks only")
+    if use == "v1" and scale_layout != "plain":
+        raise NotImplementedError("scale_layout='cublas': rowwise or columnwise 1 x k blocks only")
+    if use == "cols3" and not (fused_shape and colwise):
+        raise NotImplementedError("cols3: 1 x 16 or 1 x 32 blocks of a 2-D tensor, axis 0")
     thr, dthr, mags, _ = _tables(sch.element.name, str(dev))
     # ts: [S_enc, S_dec, fp32(1/max_elem), 2^sr_bits, 128 TE element multipliers per scale code]
     ts = _consts(float(tb.f32(np.float32(1.0) / np.float32(sch.max_elem))), float(1 << int(sr_bits)), str(dev)).clone()
     g = None
     if sch.structure == "two_level":
         if s_enc_dec is None:
-            s_enc, s_dec = tb.tensor_scale(global_amax(x2, M, N, sxm, sxn), sch)
+            amax = global_amax(x2, M, N, sxm, sxn) if rp is None else rht_global_amax(x2, M, N, sxm, sxn, rp)
+            s_enc, s_dec = tb.tensor_scale(amax, sch)
         else:
             s_enc, s_dec = s_enc_dec
         ts[0:2] = torch.stack((torch.as_tensor(s_enc, device=dev).reshape(()), torch.as_tensor(s_dec, device=dev).reshape(())))
@@ -228,36 +374,12 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     scaling = 0
     if mx and pol["mx_element_scaling"] != "exact":
         scaling = 2 if sch.scale_rule == "rceil" else 1
-    bf16 = x2.dtype == torch.bfloat16
     flags = dict(MX=mx, RULE=MX_RULES.get(sch.scale_rule, 0), EMAX=sch.element.emax if mx else 0,
                  NAN_INF=mx and pol["mx_nonfinite_block"] == "nan_scale", SCALING=scaling)
     eflags = dict(NTHR=int(thr.numel()), INT4=sch.element.name == "int4_sym",
                   NEGZERO=bool(sch.element.has_negative_zero),
                   ZERO_POS=(not mx) and pol["nv_negative_zero"] == "positive")
-    sr_mode = 0
-    seed_v = 0
-    if rounding == "sr":
-        if rbits is None and seed is None:
-            raise ValueError("rounding='sr' needs rbits (explicit random bits) or seed (Philox on the device)")
-        sr_mode = 1 if rbits is not None else 2
-        seed_v = 0 if seed is None else int(seed)
-    elif seed is not None or rbits is not None:
-        raise ValueError("rbits, seed: only used with rounding='sr'")
-    rowwise = sxn == 1 and sxm == N
-    fast_shape = R == 1 and K % 16 == 0
-    use = variant
-    cfg_v, cfg_br, cfg_w = ROWS_CFG[sch.structure]
-    if use is None:
-        if fast_shape and rowwise:
-            use = cfg_v if (cfg_v == "rows" or (bf16 and _fast_ok(sch, rounding))) else "rows"
-        elif fast_shape and sxm == 1 and x2.dim() == 2 and (sr_mode != 2 or (M % 4 == 0)):
-            use = "cols"
-        else:
-            use = "v1"
-    if use == "v1" and sr_mode == 2:
-        raise NotImplementedError("Philox-drawn bits: rowwise or columnwise 1 x k blocks only")
-    if use == "v1" and scale_layout != "plain":
-        raise NotImplementedError("scale_layout='cublas': rowwise or columnwise 1 x k blocks only")
+    rflags = dict(SIGNS=0 if rp is None else rp[0], OUT_BF16=rp is not None and rp[1], BF16_CVT=_bf16_cvt())
     packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
     scales, cpad = _scale_out(M, N // K, dev, scale_layout)
     cublas = scale_layout == "cublas"
@@ -271,7 +393,13 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
         nblk = M * N // K
         br = BM or cfg_br
         xin = x2.view(torch.int64) if bf16 else x2
-        if use == "rows2d":
+        if rp is not None:
+            r_in = rb.reshape(-1) if rb is not None else ts
+            tk.quantize_rows_rht_kernel[(triton.cdiv(nblk, BM or RHT_ROWS_BR),)](
+                xin, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts, nblk, N // K, cpad, seed_v,
+                BR=BM or RHT_ROWS_BR, K=K, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits),
+                IN_BF16=bf16, CUBLAS=cublas, num_warps=num_warps or RHT_ROWS_WARPS, **flags, **eflags, **rflags)
+        elif use == "rows2d":
             if not (bf16 and _fast_ok(sch, rounding)):
                 raise NotImplementedError("rows2d: bf16, E2M1, RNE")
             tk.quantize_rows2d_kernel[(triton.cdiv(nblk, br),)](
@@ -283,22 +411,39 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
                 xin, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts, nblk, N // K, cpad, seed_v,
                 BR=br, K=K, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
                 CUBLAS=cublas, num_warps=num_warps or cfg_w, **flags, **eflags)
-    elif use == "cols":
+    elif use in ("cols", "cols3"):
         # logical (M, N) = x2^T: x2 is (N, M) with row stride sxn
-        bc = BN or COLS_BC
-        if sr_mode == 2 and (M % 4 or bc % 4):
+        if sr_mode == 2 and M % 4:
             raise NotImplementedError("Philox columnwise: the number of columns must be a multiple of 4")
         r_in, srr = ts, 0
         if rb is not None:
             r2 = rb if rb.stride(1) == 1 else rb.contiguous()
             r_in, srr = r2, r2.stride(0)
-        nbands = min(COLS_BANDS if BM is None else BM, N // K)
-        grid = (triton.cdiv(M, bc), triton.cdiv(N // K, nbands))
-        tk.quantize_cols_kernel[grid](
-            x2.view(torch.int16) if bf16 else x2, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts,
-            N, M, sxn, srr, N // 16, N // K, cpad, seed_v,
-            BC=bc, K=K, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
-            CUBLAS=cublas, NBANDS=nbands, num_warps=num_warps or COLS_WARPS, **flags, **eflags)
+        xin = x2.view(torch.int16) if bf16 else x2
+        nsc = N // K
+        if use == "cols3":
+            bc, w = COLS3_CFG[sch.structure]
+            bc = BN or bc
+            nb = 4 if (nsc % 4 == 0 and BM in (None, 4)) else 1
+            if bc % 4 or bc & (bc - 1):
+                raise ValueError(f"BN: {bc} columns per program is not a power of two >= 4")
+            grid = (triton.cdiv(M, bc), nsc // nb)
+            tk.quantize_cols3_kernel[grid](
+                xin, packed.view(torch.int64), scales.view(torch.int32) if nb == 4 else scales, r_in, thr, dthr,
+                mags, ts, M, sxn, srr, N // 16, nsc, cpad, seed_v,
+                BC=bc, K=K, NB=nb, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
+                CUBLAS=cublas, RHT=rp is not None, num_warps=num_warps or w, **flags, **eflags, **rflags)
+        else:
+            bc = BN or COLS_BC
+            if sr_mode == 2 and bc % 4:
+                raise NotImplementedError("Philox columnwise: BN must be a multiple of 4")
+            nbands = min(COLS_BANDS if BM is None else BM, nsc)
+            grid = (triton.cdiv(M, bc), triton.cdiv(nsc, nbands))
+            tk.quantize_cols_kernel[grid](
+                xin, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts,
+                N, M, sxn, srr, N // 16, nsc, cpad, seed_v,
+                BC=bc, K=K, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
+                CUBLAS=cublas, NBANDS=nbands, num_warps=num_warps or COLS_WARPS, **flags, **eflags)
     else:
         BM = BM or DEFAULT_BM
         BN = BN or DEFAULT_BN
@@ -390,27 +535,31 @@ class TritonBackend(Backend):
             operations=("quantize", "dequantize", "pack"),
             sr_bits=tuple(range(1, 25)),
             notes=f"triton kernels on {self.device}" + (" (interpreter)" if _interpret() else ""),
+            **({"rht": RHT_SPECS} if "rht" in getattr(Capabilities, "__dataclass_fields__", {}) else {}),
         )
 
-    def why_unsupported(self, scheme, rounding="rne", sr_bits=8) -> str:
-        """Why the kernels cannot quantize ``scheme`` with ``rounding`` ("" if they can; availability aside)."""
+    def why_unsupported(self, scheme, rounding="rne", sr_bits=8, rht=None) -> str:
+        """Why the kernels cannot quantize ``scheme`` with ``rounding`` (and ``rht``) ("" if they
+        can; availability aside)."""
         try:
-            check_request(resolve_scheme(scheme), rounding, sr_bits)
+            check_request(resolve_scheme(scheme), rounding, sr_bits, rht)
         except NotImplementedError as exc:
             return str(exc)
         return ""
 
-    def supports(self, scheme, rounding="rne", sr_bits=8) -> bool:
-        return not self.why_unsupported(scheme, rounding, sr_bits) and bool(self.is_available())
+    def supports(self, scheme, rounding="rne", sr_bits=8, rht=None) -> bool:
+        return not self.why_unsupported(scheme, rounding, sr_bits, rht) and bool(self.is_available())
 
-    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, axis=-1) -> QuantizedTensor:
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, axis=-1, rht=None) -> QuantizedTensor:
         import torch
+        from fp4spec.rht import resolve_rht
 
         sch = resolve_scheme(scheme)
+        rht = resolve_rht(rht)
         xt = tb.as_torch(x, self.device)
         if xt.dtype == torch.float64:
-            xt = xt.to(torch.float32)  # RNE, as fp4spec.prepare_input
-        out = quantize_packed(xt, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+            xt = xt.to(torch.float32)  # RNE, as fp4spec.prepare_input (and the RHT's step F1)
+        out = quantize_packed(xt, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, rht=rht)
         codes = unpack_lo_first(out["packed"])  # (M, N): rows, quantized axis last
         scales = out["scales"]
         nd = max(xt.dim(), 1)
@@ -419,8 +568,9 @@ class TritonBackend(Backend):
             codes = codes.reshape(xt.shape)
             scales = scales.reshape(*xt.shape[:-1], -1)
         g = out["global_scale"]
+        extra = {} if rht is None else {"rht": rht}  # QuantizedTensor records the transform
         return QuantizedTensor.from_moved(tb._np(codes), tb._np(scales), None if g is None else np.float32(tb._np(g)),
-                                          sch, ax, tuple(xt.shape), backend=self.name)
+                                          sch, ax, tuple(xt.shape), backend=self.name, **extra)
 
     def dequantize(self, q: QuantizedTensor) -> np.ndarray:
         import torch

@@ -637,3 +637,497 @@ def _quantize_cols_band(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr,
     else:
         soff = c64 * NSC + pid_r
     tl.store(s_ptr + soff, scode.to(tl.uint8), mask=bmask)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fused RHT + quantize (arith "fwht-fp32", size 16) and the v3 columnwise kernel.
+# ---------------------------------------------------------------------------------------------
+#
+# The pinned transform (fp4spec.rht.rht, steps F1-F5), per row of 16 values along the blocked
+# axis: F1 widen to float32 (the loads do it); F2 u_i = s_i * x_i, a sign flip where bit i of
+# the sign mask is set (-0.0 kept); F3 for d = 1, 2, 4, 8 in this order, for every i with
+# (i & d) == 0 at once, (u_i, u_{i+d}) <- (fp32(u_i + u_{i+d}), fp32(u_i - u_{i+d})); F4
+# y_j = fp32(u_j * 0.25); F5 bf16 RNE (or nothing for float32). Each thread holds the 16
+# values of a row as 16 separate tensors, so :func:`_fwht16` below is the spec's butterfly
+# operation for operation (a dot or a reduction would leave the order to the compiler). No
+# multiply feeds an add in it, so FMA contraction cannot change a rounding.
+
+
+@triton.jit
+def _sflip(v, NEG: tl.constexpr):
+    """Step F2 for one value: -v (an exact sign flip, fneg) where s_i = -1."""
+    if NEG:
+        return -v
+    else:
+        return v
+
+
+@triton.jit
+def _bfly(a, b):
+    """One butterfly of step F3: (fp32(a + b), fp32(a - b))."""
+    return a + b, a - b
+
+
+@triton.jit
+def _bf16_rne(y, BF16_CVT: tl.constexpr):
+    """float32 y rounded to the nearest bfloat16 (ties to even; overflow -> Inf; NaN stays a
+    NaN), as float32. BF16_CVT: the hardware conversion (cvt.rn.bf16.f32; the interpreter's
+    own conversion truncates, so it gets the integer version: add 0x7FFF + lsb, clear)."""
+    if BF16_CVT:
+        return y.to(tl.bfloat16).to(tl.float32)
+    else:
+        b = y.to(tl.int32, bitcast=True)
+        r = ((b + (0x7FFF + ((b >> 16) & 1))) & -65536).to(tl.float32, bitcast=True)
+        return tl.where(y != y, y, r)
+
+
+@triton.jit
+def _rht_out(u, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """Steps F4-F5: fp32(u * 0.25), then bf16 RNE for OUT_BF16."""
+    y = u * 0.25
+    if OUT_BF16:
+        y = _bf16_rne(y, BF16_CVT)
+    return y
+
+
+@triton.jit
+def _fwht16(u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15,
+            SIGNS: tl.constexpr, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """Steps F2-F5 of fwht-fp32 on one row of 16 float32 values (SIGNS: bit i set where s_i = -1)."""
+    # F2: sign flips
+    u0 = _sflip(u0, (SIGNS >> 0) & 1)
+    u1 = _sflip(u1, (SIGNS >> 1) & 1)
+    u2 = _sflip(u2, (SIGNS >> 2) & 1)
+    u3 = _sflip(u3, (SIGNS >> 3) & 1)
+    u4 = _sflip(u4, (SIGNS >> 4) & 1)
+    u5 = _sflip(u5, (SIGNS >> 5) & 1)
+    u6 = _sflip(u6, (SIGNS >> 6) & 1)
+    u7 = _sflip(u7, (SIGNS >> 7) & 1)
+    u8 = _sflip(u8, (SIGNS >> 8) & 1)
+    u9 = _sflip(u9, (SIGNS >> 9) & 1)
+    u10 = _sflip(u10, (SIGNS >> 10) & 1)
+    u11 = _sflip(u11, (SIGNS >> 11) & 1)
+    u12 = _sflip(u12, (SIGNS >> 12) & 1)
+    u13 = _sflip(u13, (SIGNS >> 13) & 1)
+    u14 = _sflip(u14, (SIGNS >> 14) & 1)
+    u15 = _sflip(u15, (SIGNS >> 15) & 1)
+    # F3, d = 1
+    u0, u1 = _bfly(u0, u1)
+    u2, u3 = _bfly(u2, u3)
+    u4, u5 = _bfly(u4, u5)
+    u6, u7 = _bfly(u6, u7)
+    u8, u9 = _bfly(u8, u9)
+    u10, u11 = _bfly(u10, u11)
+    u12, u13 = _bfly(u12, u13)
+    u14, u15 = _bfly(u14, u15)
+    # F3, d = 2
+    u0, u2 = _bfly(u0, u2)
+    u1, u3 = _bfly(u1, u3)
+    u4, u6 = _bfly(u4, u6)
+    u5, u7 = _bfly(u5, u7)
+    u8, u10 = _bfly(u8, u10)
+    u9, u11 = _bfly(u9, u11)
+    u12, u14 = _bfly(u12, u14)
+    u13, u15 = _bfly(u13, u15)
+    # F3, d = 4
+    u0, u4 = _bfly(u0, u4)
+    u1, u5 = _bfly(u1, u5)
+    u2, u6 = _bfly(u2, u6)
+    u3, u7 = _bfly(u3, u7)
+    u8, u12 = _bfly(u8, u12)
+    u9, u13 = _bfly(u9, u13)
+    u10, u14 = _bfly(u10, u14)
+    u11, u15 = _bfly(u11, u15)
+    # F3, d = 8
+    u0, u8 = _bfly(u0, u8)
+    u1, u9 = _bfly(u1, u9)
+    u2, u10 = _bfly(u2, u10)
+    u3, u11 = _bfly(u3, u11)
+    u4, u12 = _bfly(u4, u12)
+    u5, u13 = _bfly(u5, u13)
+    u6, u14 = _bfly(u6, u14)
+    u7, u15 = _bfly(u7, u15)
+    # F4-F5
+    return (_rht_out(u0, OUT_BF16, BF16_CVT), _rht_out(u1, OUT_BF16, BF16_CVT),
+            _rht_out(u2, OUT_BF16, BF16_CVT), _rht_out(u3, OUT_BF16, BF16_CVT),
+            _rht_out(u4, OUT_BF16, BF16_CVT), _rht_out(u5, OUT_BF16, BF16_CVT),
+            _rht_out(u6, OUT_BF16, BF16_CVT), _rht_out(u7, OUT_BF16, BF16_CVT),
+            _rht_out(u8, OUT_BF16, BF16_CVT), _rht_out(u9, OUT_BF16, BF16_CVT),
+            _rht_out(u10, OUT_BF16, BF16_CVT), _rht_out(u11, OUT_BF16, BF16_CVT),
+            _rht_out(u12, OUT_BF16, BF16_CVT), _rht_out(u13, OUT_BF16, BF16_CVT),
+            _rht_out(u14, OUT_BF16, BF16_CVT), _rht_out(u15, OUT_BF16, BF16_CVT))
+
+
+@triton.jit
+def _absmax16(m, y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15):
+    m = _absmax4(m, y0, y1, y2, y3)
+    m = _absmax4(m, y4, y5, y6, y7)
+    m = _absmax4(m, y8, y9, y10, y11)
+    return _absmax4(m, y12, y13, y14, y15)
+
+
+@triton.jit
+def _rows16(x_ptr, g, mask, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr,
+            OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """The 16 float32 values (transformed if RHT) of the 16 consecutive elements that start
+    at group g (of four) of a contiguous tensor."""
+    x0, x1, x2, x3 = _load_group(x_ptr, g, mask, IN_BF16)
+    x4, x5, x6, x7 = _load_group(x_ptr, g + 1, mask, IN_BF16)
+    x8, x9, x10, x11 = _load_group(x_ptr, g + 2, mask, IN_BF16)
+    x12, x13, x14, x15 = _load_group(x_ptr, g + 3, mask, IN_BF16)
+    if RHT:
+        return _fwht16(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15,
+                       SIGNS, OUT_BF16, BF16_CVT)
+    else:
+        return x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15
+
+
+@triton.jit
+def _cols16(x_ptr, offs, sxr, mask, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr,
+            OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """The 16 float32 values (transformed if RHT) of rows r..r+15 of a row-major tensor, for
+    a vector of columns: offs = r * sxr + column (int64); each row load is coalesced."""
+    x0 = _load_rows(x_ptr, offs, mask, IN_BF16)
+    x1 = _load_rows(x_ptr, offs + sxr, mask, IN_BF16)
+    x2 = _load_rows(x_ptr, offs + 2 * sxr, mask, IN_BF16)
+    x3 = _load_rows(x_ptr, offs + 3 * sxr, mask, IN_BF16)
+    x4 = _load_rows(x_ptr, offs + 4 * sxr, mask, IN_BF16)
+    x5 = _load_rows(x_ptr, offs + 5 * sxr, mask, IN_BF16)
+    x6 = _load_rows(x_ptr, offs + 6 * sxr, mask, IN_BF16)
+    x7 = _load_rows(x_ptr, offs + 7 * sxr, mask, IN_BF16)
+    x8 = _load_rows(x_ptr, offs + 8 * sxr, mask, IN_BF16)
+    x9 = _load_rows(x_ptr, offs + 9 * sxr, mask, IN_BF16)
+    x10 = _load_rows(x_ptr, offs + 10 * sxr, mask, IN_BF16)
+    x11 = _load_rows(x_ptr, offs + 11 * sxr, mask, IN_BF16)
+    x12 = _load_rows(x_ptr, offs + 12 * sxr, mask, IN_BF16)
+    x13 = _load_rows(x_ptr, offs + 13 * sxr, mask, IN_BF16)
+    x14 = _load_rows(x_ptr, offs + 14 * sxr, mask, IN_BF16)
+    x15 = _load_rows(x_ptr, offs + 15 * sxr, mask, IN_BF16)
+    if RHT:
+        return _fwht16(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15,
+                       SIGNS, OUT_BF16, BF16_CVT)
+    else:
+        return x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15
+
+
+@triton.jit
+def _pack4(c0, c1, c2, c3):
+    return c0 | (c1 << 4) | (c2 << 8) | (c3 << 12)
+
+
+@triton.jit
+def _word16(y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15,
+            r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
+            mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale,
+            FAST: tl.constexpr, MX: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, INT4: tl.constexpr,
+            NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr):
+    """The int64 word of the 16 codes of y_i * mult (random bits r_i for SR), the first in the
+    lowest nibble. Two-level FAST: a block with a NaN scale (0x7F) gets codes 0."""
+    c0 = _code(y0 * mult, r0, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c1 = _code(y1 * mult, r1, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c2 = _code(y2 * mult, r2, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c3 = _code(y3 * mult, r3, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c4 = _code(y4 * mult, r4, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c5 = _code(y5 * mult, r5, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c6 = _code(y6 * mult, r6, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c7 = _code(y7 * mult, r7, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c8 = _code(y8 * mult, r8, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c9 = _code(y9 * mult, r9, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c10 = _code(y10 * mult, r10, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c11 = _code(y11 * mult, r11, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c12 = _code(y12 * mult, r12, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c13 = _code(y13 * mult, r13, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c14 = _code(y14 * mult, r14, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    c15 = _code(y15 * mult, r15, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR, INT4, NEGZERO, ZERO_POS)
+    lo = _pack4(c0, c1, c2, c3) | (_pack4(c4, c5, c6, c7) << 16)
+    hi = _pack4(c8, c9, c10, c11) | (_pack4(c12, c13, c14, c15) << 16)
+    if FAST and not MX:
+        lo = tl.where(nan_scale, 0, lo)
+        hi = tl.where(nan_scale, 0, hi)
+    return lo.to(tl.uint32).to(tl.int64) | (hi.to(tl.int64) << 32)
+
+
+@triton.jit
+def _rbits_rows16(r_ptr, seed, g, mask, SR: tl.constexpr, SR_BITS: tl.constexpr):
+    """Random bits (float32) of the 16 elements from group g on (flat element order)."""
+    r0, r1, r2, r3 = _rbits4(r_ptr, seed, g, mask, SR, SR_BITS)
+    r4, r5, r6, r7 = _rbits4(r_ptr, seed, g + 1, mask, SR, SR_BITS)
+    r8, r9, r10, r11 = _rbits4(r_ptr, seed, g + 2, mask, SR, SR_BITS)
+    r12, r13, r14, r15 = _rbits4(r_ptr, seed, g + 3, mask, SR, SR_BITS)
+    return r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15
+
+
+@triton.jit
+def _rbits_row(r_ptr, seed, row, c, c0, mask, srr, NCOL, BC: tl.constexpr, SR: tl.constexpr,
+               SR_BITS: tl.constexpr):
+    """Random bits (float32) of x[row, c] for the program's BC columns c = c0 + arange(BC):
+    given (int32 at r_ptr[row * srr + c]) or Philox of the flat index, as :func:`_rbits4`."""
+    if SR == 1:
+        return tl.load(r_ptr + (row.to(tl.int64) * srr + c), mask=mask, other=0).to(tl.float32)
+    else:
+        c4 = c0 + 4 * tl.arange(0, BC // 4)
+        g = (row.to(tl.int64) * NCOL + c4.to(tl.int64)) // 4
+        u0, u1, u2, u3 = tl.randint4x(seed, g)
+        u = tl.reshape(tl.join(tl.join(u0, u2), tl.join(u1, u3)), (BC,))  # new axes last
+        return (u.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
+
+
+@triton.jit
+def _rbits_cols16(r_ptr, seed, row, c, c0, mask, srr, NCOL, BC: tl.constexpr, SR: tl.constexpr,
+                  SR_BITS: tl.constexpr):
+    r0 = _rbits_row(r_ptr, seed, row, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r1 = _rbits_row(r_ptr, seed, row + 1, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r2 = _rbits_row(r_ptr, seed, row + 2, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r3 = _rbits_row(r_ptr, seed, row + 3, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r4 = _rbits_row(r_ptr, seed, row + 4, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r5 = _rbits_row(r_ptr, seed, row + 5, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r6 = _rbits_row(r_ptr, seed, row + 6, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r7 = _rbits_row(r_ptr, seed, row + 7, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r8 = _rbits_row(r_ptr, seed, row + 8, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r9 = _rbits_row(r_ptr, seed, row + 9, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r10 = _rbits_row(r_ptr, seed, row + 10, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r11 = _rbits_row(r_ptr, seed, row + 11, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r12 = _rbits_row(r_ptr, seed, row + 12, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r13 = _rbits_row(r_ptr, seed, row + 13, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r14 = _rbits_row(r_ptr, seed, row + 14, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r15 = _rbits_row(r_ptr, seed, row + 15, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    return r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15
+
+
+@triton.jit
+def quantize_rows_rht_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, NBLK, NSC, CPAD, seed,
+                             BR: tl.constexpr, K: tl.constexpr, FAST: tl.constexpr,
+                             MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
+                             SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
+                             INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
+                             IN_BF16: tl.constexpr, CUBLAS: tl.constexpr, SIGNS: tl.constexpr,
+                             OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """Fused RHT + rowwise quantization of BR consecutive 1 x K blocks (K = 16 or 32) of a
+    contiguous tensor, one block per thread: the block's K values are read once, transformed
+    in registers (K/16 rows of 16, :func:`_fwht16`), and quantized from the registers
+    (amax, scale, codes) as :func:`quantize_rows_kernel` does. Arguments as there; SIGNS,
+    OUT_BF16 (bf16 RHT output, else float32), BF16_CVT (hardware bf16 conversion)."""
+    G: tl.constexpr = K // 4
+    pid = tl.program_id(0)
+    blk = pid.to(tl.int64) * BR + tl.arange(0, BR)
+    mask = blk < NBLK
+    g0 = blk * G
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16(
+        x_ptr, g0, mask, IN_BF16, True, SIGNS, OUT_BF16, BF16_CVT)
+    vm = _absmax16(tl.zeros((BR,), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+    if K == 32:
+        b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16(
+            x_ptr, g0 + 4, mask, IN_BF16, True, SIGNS, OUT_BF16, BF16_CVT)
+        vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
+    scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
+    if SR != 0:
+        sr_scale = tl.load(ts_ptr + 3)
+        r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_rows16(
+            r_ptr, seed, g0, mask, SR, SR_BITS)
+    else:
+        sr_scale = 0.0
+        r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
+            a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+    w = _word16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
+                r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
+                mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO,
+                ZERO_POS)
+    tl.store(q_ptr + blk * (K // 16), w, mask=mask)
+    if K == 32:
+        if SR != 0:
+            r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_rows16(
+                r_ptr, seed, g0 + 4, mask, SR, SR_BITS)
+        else:
+            r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
+                b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
+        w = _word16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                    r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
+                    mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO,
+                    ZERO_POS)
+        tl.store(q_ptr + blk * 2 + 1, w, mask=mask)
+    _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
+
+
+@triton.jit
+def _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c, c0, cmask, sxr, srr, NCOL, seed,
+                BC: tl.constexpr, K: tl.constexpr, FAST: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
+                EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, NTHR: tl.constexpr,
+                SR: tl.constexpr, SR_BITS: tl.constexpr, INT4: tl.constexpr, NEGZERO: tl.constexpr,
+                ZERO_POS: tl.constexpr, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr,
+                OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """One K x 1 block (rows row0 .. row0 + K - 1) of each of the BC columns c: the scale code
+    (int32) and the code words (int64, 16 codes each: one for K = 16, two for K = 32)."""
+    offs = row0.to(tl.int64) * sxr + c
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _cols16(
+        x_ptr, offs, sxr, cmask, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+    vm = _absmax16(tl.zeros((BC,), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+    if K == 32:
+        b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _cols16(
+            x_ptr, offs + 16 * sxr, sxr, cmask, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+        vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
+    scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
+    if SR != 0:
+        sr_scale = tl.load(ts_ptr + 3)
+        r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_cols16(
+            r_ptr, seed, row0, c, c0, cmask, srr, NCOL, BC, SR, SR_BITS)
+    else:
+        sr_scale = 0.0
+        r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
+            a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+    wa = _word16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
+                 r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
+                 mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO,
+                 ZERO_POS)
+    if K == 32:
+        if SR != 0:
+            r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_cols16(
+                r_ptr, seed, row0 + 16, c, c0, cmask, srr, NCOL, BC, SR, SR_BITS)
+        else:
+            r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
+                b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
+        wb = _word16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                     r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
+                     mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO,
+                     ZERO_POS)
+        return scode, wa, wb
+    else:
+        return scode, wa, wa
+
+
+@triton.jit
+def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr,
+                          NCOL, sxr, srr, QW, NSC, CPAD, seed,
+                          BC: tl.constexpr, K: tl.constexpr, NB: tl.constexpr, FAST: tl.constexpr,
+                          MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
+                          SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
+                          INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
+                          IN_BF16: tl.constexpr, CUBLAS: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr,
+                          OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """Columnwise quantization (of x^T, blocks of K = 16 or 32 rows of the row-major x), with
+    or without the RHT along the block (axis 0), without a transpose.
+
+    A program takes NB (1 or 4) consecutive blocks of K rows of BC columns. The 16 rows of
+    each RHT row are 16 coalesced row loads held as 16 [BC] tensors (one column per lane),
+    so a column's block is in one thread: amax, scale and codes need no exchange. A column's
+    16 codes are one int64 word; with NB = 4 the band's words of a column are joined into
+    one [BC, 4 K/16] tile (32 or 64 contiguous output bytes per column: whole sectors) and
+    its four scale codes into one int32 word (4 contiguous bytes in the transposed layout
+    and in the cuBLAS 128x4 layout). NB = 4 needs NSC % 4 == 0 (the host chooses NB).
+
+    q_ptr: int64 view of the (NCOL, NROW/2) packed output (QW words a row); s_ptr: the
+    scale codes (NB = 4: int32 view) of the (NCOL, NSC) plain or cuBLAS (CPAD) layout.
+    """
+    pid_c = tl.program_id(0)
+    pid_r = tl.program_id(1)
+    c0 = pid_c * BC
+    c = c0 + tl.arange(0, BC)
+    cmask = c < NCOL
+    c64 = c.to(tl.int64)
+    blk0 = pid_r * NB
+    if NB == 1:
+        s0, w0, w1 = _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, blk0 * K, c64, c0, cmask, sxr, srr,
+                                 NCOL, seed, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
+                                 INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+        wbase = q_ptr + c64 * QW + blk0 * (K // 16)
+        tl.store(wbase, w0, mask=cmask)
+        if K == 32:
+            tl.store(wbase + 1, w1, mask=cmask)
+        if CUBLAS:
+            soff = _cublas_offset(c64, blk0, CPAD)
+        else:
+            soff = c64 * NSC + blk0
+        tl.store(s_ptr + soff, s0.to(tl.uint8), mask=cmask)
+    else:
+        tl.static_assert(NB == 4, "NB: 1 or 4 blocks per program")
+        s0, w0, w1 = _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, blk0 * K, c64, c0, cmask, sxr, srr,
+                                 NCOL, seed, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
+                                 INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+        s1, w2, w3 = _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, (blk0 + 1) * K, c64, c0, cmask, sxr,
+                                 srr, NCOL, seed, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
+                                 INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+        s2, w4, w5 = _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, (blk0 + 2) * K, c64, c0, cmask, sxr,
+                                 srr, NCOL, seed, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
+                                 INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+        s3, w6, w7 = _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, (blk0 + 3) * K, c64, c0, cmask, sxr,
+                                 srr, NCOL, seed, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
+                                 INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+        # tl.join appends its axis last: [c, i, j] = join(join(a, b), join(d, e)) is a, b, d, e
+        # at flat index 2 i + j = 0, 2, 1, 3, so the leaves go in bit-reversed order
+        if K == 16:
+            words = tl.reshape(tl.join(tl.join(w0, w4), tl.join(w2, w6)), (BC, 4))
+        else:
+            words = tl.reshape(tl.join(tl.join(tl.join(w0, w4), tl.join(w2, w6)),
+                                       tl.join(tl.join(w1, w5), tl.join(w3, w7))), (BC, 8))
+        W: tl.constexpr = 4 * (K // 16)
+        wcol = blk0 * (K // 16) + tl.arange(0, W)
+        tl.store(q_ptr + c64[:, None] * QW + wcol[None, :], words, mask=cmask[:, None])
+        sw = s0 | (s1 << 8) | (s2 << 16) | (s3 << 24)
+        if CUBLAS:
+            soff = _cublas_offset(c64, blk0, CPAD) // 4
+        else:
+            soff = c64 * (NSC // 4) + pid_r
+        tl.store(s_ptr + soff, sw, mask=cmask)
+
+
+@triton.jit
+def rht_amax_rows_kernel(x_ptr, out_ptr, NCH, BR: tl.constexpr, IN_BF16: tl.constexpr, SIGNS: tl.constexpr,
+                         OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """Global amax of the RHT of a contiguous tensor along its last axis (NCH rows of 16), one
+    row per thread, no temporary: int32 atomic max of the sign-cleared bit pattern (a NaN
+    anywhere gives a NaN pattern, above +Inf's)."""
+    ch = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+    mask = ch < NCH
+    y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _rows16(
+        x_ptr, ch * 4, mask, IN_BF16, True, SIGNS, OUT_BF16, BF16_CVT)
+    m = _absmax16(tl.zeros((BR,), tl.float32), y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15)
+    tl.atomic_max(out_ptr, tl.max(_abs_bits(m), axis=0))
+
+
+@triton.jit
+def rht_amax_cols_kernel(x_ptr, out_ptr, NROW, NCOL, sxr, BC: tl.constexpr, NB: tl.constexpr,
+                         IN_BF16: tl.constexpr, SIGNS: tl.constexpr, OUT_BF16: tl.constexpr,
+                         BF16_CVT: tl.constexpr):
+    """Global amax of the RHT of a row-major (NROW, NCOL) tensor along axis 0 (rows of 16 down
+    each column): NB bands of 16 rows x BC columns per program; as :func:`rht_amax_rows_kernel`."""
+    c = tl.program_id(0) * BC + tl.arange(0, BC)
+    cmask = c < NCOL
+    m = tl.zeros((BC,), tl.float32)
+    for b in tl.static_range(NB):
+        row0 = (tl.program_id(1) * NB + b) * 16
+        mask = cmask & ((c * 0 + row0) < NROW)
+        y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _cols16(
+            x_ptr, row0.to(tl.int64) * sxr + c, sxr, mask, IN_BF16, True, SIGNS, OUT_BF16, BF16_CVT)
+        m = _absmax16(m, y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15)
+    tl.atomic_max(out_ptr, tl.max(_abs_bits(m), axis=0))
+
+
+@triton.jit
+def rht_kernel(x_ptr, y_ptr, M, sxm, sxn, sym, syn, BM: tl.constexpr, IN_BF16: tl.constexpr,
+               SIGNS: tl.constexpr, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """The RHT of the logical matrix x[m, n] = x_ptr[m*sxm + n*sxn] along n, written as float32
+    (bf16 output: the rounded values) to y[m, n] = y_ptr[m*sym + n*syn]: the unfused path
+    (2-D tiles, other block sizes). A program takes one row of 16 (program_id(1)) of BM
+    logical rows."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    mask = rm < M
+    n0 = (tl.program_id(1) * 16).to(tl.int64)
+    offs = rm.to(tl.int64) * sxm + n0 * sxn
+    y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _cols16(
+        x_ptr, offs, sxn, mask, IN_BF16, True, SIGNS, OUT_BF16, BF16_CVT)
+    o = y_ptr + rm.to(tl.int64) * sym + n0 * syn
+    tl.store(o, y0, mask=mask)
+    tl.store(o + syn, y1, mask=mask)
+    tl.store(o + 2 * syn, y2, mask=mask)
+    tl.store(o + 3 * syn, y3, mask=mask)
+    tl.store(o + 4 * syn, y4, mask=mask)
+    tl.store(o + 5 * syn, y5, mask=mask)
+    tl.store(o + 6 * syn, y6, mask=mask)
+    tl.store(o + 7 * syn, y7, mask=mask)
+    tl.store(o + 8 * syn, y8, mask=mask)
+    tl.store(o + 9 * syn, y9, mask=mask)
+    tl.store(o + 10 * syn, y10, mask=mask)
+    tl.store(o + 11 * syn, y11, mask=mask)
+    tl.store(o + 12 * syn, y12, mask=mask)
+    tl.store(o + 13 * syn, y13, mask=mask)
+    tl.store(o + 14 * syn, y14, mask=mask)
+    tl.store(o + 15 * syn, y15, mask=mask)

@@ -158,11 +158,17 @@ def test_fast_cols(backend, name, over, dtype):
     x = np.concatenate([x, x[:, :32]], axis=1)  # 128 columns, 96 rows... transposed below
     xt = _dev(x.T, dtype, backend)  # (128, 96): 8 (k=16) or 4 (k=32) bands
     ref = fp4spec.quantize(xt.float().cpu().numpy(), sch, axis=0)
-    for bc, bands in ((32, 3), (64, 8)):  # a masked last band group; masked columns
-        _same_cols(quantize_packed(xt, sch, axis=0, BN=bc, BM=bands), ref)
+    for bc, bands in ((32, 3), (64, 8)):  # v2: a masked last band group; masked columns
+        old = quantize_packed(xt, sch, axis=0, BN=bc, BM=bands, variant="cols")
+        _same_cols(old, ref)
+    for bc, nb in ((64, None), (128, 1)):  # v3: bands of 4 blocks (int32 scale words), of 1 block
+        new = quantize_packed(xt, sch, axis=0, BN=bc, BM=nb, variant="cols3")
+        _same_cols(new, ref)
+        assert torch.equal(new["packed"], old["packed"]) and torch.equal(new["scales"], old["scales"])
     rb = np.random.default_rng(1).integers(0, 1 << 8, size=xt.shape).astype(np.uint32)
     ref = fp4spec.quantize(xt.float().cpu().numpy(), sch, axis=0, rounding="sr", rbits=rb)
-    _same_cols(quantize_packed(xt, sch, axis=0, rounding="sr", rbits=rb, BN=32, BM=3), ref)
+    _same_cols(quantize_packed(xt, sch, axis=0, rounding="sr", rbits=rb, BN=32, BM=3, variant="cols"), ref)
+    _same_cols(quantize_packed(xt, sch, axis=0, rounding="sr", rbits=rb, variant="cols3"), ref)
 
 
 def test_philox_known_answer():
