@@ -44,7 +44,13 @@ from fp4spec.hif4 import (
     S1P2_MAX_INDEX,
 )
 from fp4spec.number_formats import Format, get_format
-from fp4spec.reference import check_policies, magnitude_grid, nan_error, nan_input_code, overflow_error
+from fp4spec.reference import (
+    check_policies,
+    magnitude_grid,
+    nan_error,
+    nan_input_code,
+    overflow_error,
+)
 from fp4spec.rounding import DEFAULT_SR_BITS, ROUNDING_MODES, check_choice, check_rounding
 
 _N16 = GROUP_SIZE // LEVEL3_SIZE  # 16 level-3 groups per HiF4 group
@@ -108,6 +114,7 @@ def side_plan(fmt: Format, negative: bool, neg_zero: str, mode: str, overflow: s
     emulator's ``_side`` and ``_thresholds``; out-of-range codes from the reference's step 7;
     with ``overflow="error"`` the ends hold the saturated codes, the caller raises)."""
     from fp4spec.emulator.encode import _side, _thresholds
+
     from fp4spec.reference import _out_of_range_code
 
     side = _side(fmt, negative, neg_zero)
