@@ -12,7 +12,7 @@ FP32 accumulator, K ascending. Normative algorithm of :func:`matmul_packed`:
    ``b_packed`` (N x K/2) uint8. Scale codes, one per block, row-major: ``a_scales``
    (M x K/k_A), ``b_scales`` (N x K/k_B) uint8 (E8M0 for MX, UE4M3 for the two-level
    schemes; a UE4M3 code's bit 7 is ignored). K is a multiple of 16 and of both block sizes.
-2. Dequantize (:func:`_bf16_bits`, in registers, integer operations only): each element
+2. Dequantize (:func:`_bf16_bits`, in registers, exact operations only): each element
    becomes ``bf16(element * scale)``. For the supported schemes this product is always exact
    in bf16 (at most 8 significant bits; UE4M3 products are normal; E8M0 products may be
    bf16 subnormals, 2^-128 at least) except for overflow: a product of 2^128 or more is
@@ -90,59 +90,83 @@ def _interpret() -> bool:
 if triton is not None:
 
     @triton.jit
-    def _element_f32_bits(code, ELEM: tl.constexpr):
-        """float32 bit patterns (int32) of 4-bit element codes (int32 0..15), exact.
+    def _element(code, ELEM: tl.constexpr):
+        """float32 values of 4-bit element codes (int32 0..15), exact, -0 kept.
 
-        e2m1 (ELEM 0): magnitude code m -> 0, 0.5, 1, 1.5, 2, 3, 4, 6; for m >= 2 the pattern
-        is (m + 252) << 22 (exponent (m >> 1) - 1, one mantissa bit m & 1). e1m2 (1): m * 0.5.
-        int4_sym (2): two's complement -8..7. Bit 3 is the sign of e2m1/e1m2 (-0 kept).
+        e2m1 (ELEM 0) and e1m2 (1) are read as float32 bit patterns: the magnitude bits put in
+        the low exponent bit(s) and the top mantissa bit(s) (e2m1: bits 24..22, e1m2: bits
+        23..21), the sign in bit 31, times 2^126 (e2m1) or 2^127 (e1m2): a code with a zero
+        exponent is a float32 subnormal then, and the product is exactly its subnormal value
+        (e2m1 m = 1: 2^-127 * 2^126 = 0.5). int4_sym (2): (code ^ 8) = value + 8, made float by
+        the 2^23 trick ((u | 0x4B000000) - (2^23 + 8)).
         """
-        m = code & 7
         if ELEM == 0:
-            mag = tl.where(m > 1, (m + 252) << 22, tl.where(m == 1, 0x3F000000, 0))
-            return mag | ((code >> 3) << 31)
+            v = (((code & 8) << 28) | ((code & 7) << 22)).to(tl.float32, bitcast=True) * 8.507059173023462e37
         elif ELEM == 1:
-            mag = (m.to(tl.float32) * 0.5).to(tl.int32, bitcast=True)
-            return mag | ((code >> 3) << 31)
+            v = (((code & 8) << 28) | ((code & 7) << 21)).to(tl.float32, bitcast=True) * 1.7014118346046923e38
         else:
-            return (code - ((code & 8) << 1)).to(tl.float32).to(tl.int32, bitcast=True)
+            v = ((code ^ 8) | 0x4B000000).to(tl.float32, bitcast=True) - 8388616.0
+        return v
 
     @triton.jit
-    def _ue4m3_f32(s):
-        """float32 value of UE4M3 scale codes (bit 7 ignored; 0x7F -> NaN), exact."""
-        s = s & 0x7F
-        e = s >> 3
-        m = s & 7
-        normal = ((e + 120) << 23 | (m << 20)).to(tl.float32, bitcast=True)
-        sub = m.to(tl.float32) * 0.001953125  # m * 2^-9, exact
-        v = tl.where(e == 0, sub, normal)
-        return tl.where(s == 0x7F, float("nan"), v)
-
-    @triton.jit
-    def _bf16_bits(code, s, ELEM: tl.constexpr, SCALE: tl.constexpr):
-        """bf16 bit patterns (int32 in 0..0xFFFF) of element * block scale, as the sm90-bf16
-        model's operands: exact products, +-Inf on overflow, NaN for a NaN scale code.
-
-        UE4M3 (SCALE 1): one float32 multiplication, exact and normal (|product| >= 2^-10, at
-        most 8 significant bits), so its upper 16 bits are the bf16 value. E8M0 (SCALE 0): the
-        element's bf16 exponent plus s - 127 (integers only): >= 255 is +-Inf, <= 0 a bf16
-        subnormal (the significand shifted right by at most 2, which drops no bit for these
-        elements), a zero element stays a signed zero.
-        """
-        eb = _element_f32_bits(code, ELEM)
+    def _scale_operand(s, SCALE: tl.constexpr):
+        """What the dequantization multiplies by, per scale code s (int32): UE4M3 (SCALE 1): its
+        float32 value (exact; bit 7 ignored; 0x7F -> NaN); E8M0 (SCALE 0): s itself (the
+        exponent is added as an integer)."""
         if SCALE == 1:
-            p = eb.to(tl.float32, bitcast=True) * _ue4m3_f32(s)
-            return (p.to(tl.int32, bitcast=True) >> 16) & 0xFFFF
+            s = s & 0x7F
+            e = s >> 3
+            m = s & 7
+            normal = ((e + 120) << 23 | (m << 20)).to(tl.float32, bitcast=True)
+            sub = ((m | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0) * 0.001953125
+            v = tl.where(e == 0, sub, normal)
+            v = tl.where(s == 0x7F, float("nan"), v)
         else:
-            b = (eb >> 16) & 0xFFFF
-            sign = b & 0x8000
+            v = s
+        return v
+
+    @triton.jit
+    def _bf16_bits(code, sv, ELEM: tl.constexpr, SCALE: tl.constexpr):
+        """bf16 bit patterns (int32 in 0..0xFFFF) of element * block scale, as the sm90-bf16
+        model's operands: exact products, +-Inf on overflow, NaN for a NaN scale code
+        (``sv`` from :func:`_scale_operand`).
+
+        UE4M3 (SCALE 1): one float32 multiplication, exact and normal (|product| >= 2^-10,
+        at most 8 significant bits), so its upper 16 bits are the bf16 value. E8M0 (SCALE 0):
+        the bf16 exponent of the element plus s - 127, integers only: >= 255 is +-Inf, <= 0 a
+        bf16 subnormal (the significand shifted right by at most 2, which drops no bit of these
+        elements); a zero element stays a signed zero.
+        """
+        v = _element(code, ELEM)
+        if SCALE == 1:
+            r = ((v * sv).to(tl.int32, bitcast=True) >> 16) & 0xFFFF
+        else:
+            b = (v.to(tl.int32, bitcast=True) >> 16) & 0xFFFF
             mag = b & 0x7FFF
-            e = (mag >> 7) + s - 127
+            e = (mag >> 7) + sv - 127
             normal = (e << 7) | (mag & 0x7F)
             sub = (0x80 | (mag & 0x7F)) >> tl.minimum(tl.maximum(1 - e, 0), 15)
             r = tl.where(e >= 255, 0x7F80, tl.where(e >= 1, normal, sub))
-            r = tl.where(mag == 0, 0, r) | sign
-            return tl.where(s == 255, 0x7FC0, r)
+            r = tl.where(mag == 0, 0, r) | (b & 0x8000)
+            r = tl.where(sv == 255, 0x7FC0, r)
+        return r
+
+    @triton.jit
+    def _tile_scales(s_ptr, rows, first, ss, BR: tl.constexpr, COLS: tl.constexpr, PER: tl.constexpr,
+                     SCALE: tl.constexpr, mask):
+        """The scale operands of a BR x COLS tile whose columns share one scale per PER
+        consecutive columns (scale index ``first`` at column 0): loaded and decoded once per
+        block, then broadcast (shape (BR, COLS), or (BR, 1) when one block covers the tile)."""
+        if PER >= COLS:
+            s = tl.load(s_ptr + rows * ss + first, mask=mask, other=0).to(tl.int32)
+            out = _scale_operand(s, SCALE)[:, None]
+        else:
+            NB: tl.constexpr = COLS // PER
+            s = tl.load(s_ptr + rows[:, None] * ss + (first + tl.arange(0, NB))[None, :], mask=mask[:, None],
+                        other=0)
+            sv = _scale_operand(s.to(tl.int32), SCALE)
+            out = tl.reshape(tl.broadcast_to(sv[:, :, None], (BR, NB, PER)), (BR, COLS))
+        return out
 
     @triton.jit
     def _as_dot_operand(bits, DOT_F32: tl.constexpr):
@@ -165,31 +189,32 @@ if triton is not None:
         same 16-element group, permuted); else column c is K index k0 + c.
         """
         if FUSED:
+            true = rows >= 0
             if DUP:
                 c = tl.arange(0, BK)
                 kb = k0 // 2 + (c // 16) * 8 + (c % 8)
                 byte = tl.load(p_ptr + rows[:, None] * sp + kb[None, :]).to(tl.int32)
                 code = (byte >> (((c // 8) % 2) * 4)[None, :]) & 15
-                s = tl.load(s_ptr + rows[:, None] * ss + ((k0 + c) // BLOCK)[None, :]).to(tl.int32)
-                bits = _bf16_bits(code, s, ELEM, SCALE)
+                sv = _tile_scales(s_ptr, rows, k0 // BLOCK, ss, BR, BK, BLOCK, SCALE, true)
+                bits = _bf16_bits(code, sv, ELEM, SCALE)
             else:
                 kb = k0 // 2 + tl.arange(0, BK // 2)
                 byte = tl.load(p_ptr + rows[:, None] * sp + kb[None, :]).to(tl.int32)
-                s = tl.load(s_ptr + rows[:, None] * ss + ((kb * 2) // BLOCK)[None, :]).to(tl.int32)
-                lo = _bf16_bits(byte & 15, s, ELEM, SCALE)
-                hi = _bf16_bits(byte >> 4, s, ELEM, SCALE)
+                sv = _tile_scales(s_ptr, rows, k0 // BLOCK, ss, BR, BK // 2, BLOCK // 2, SCALE, true)
+                lo = _bf16_bits(byte & 15, sv, ELEM, SCALE)
+                hi = _bf16_bits(byte >> 4, sv, ELEM, SCALE)
                 bits = tl.reshape(tl.join(lo, hi), (BR, BK))
+            x = _as_dot_operand(bits, DOT_F32)
         else:
             c = tl.arange(0, BK)
             if DUP:
                 k = k0 + (c // 16) * 16 + 2 * (c % 8) + (c // 8) % 2
             else:
                 k = k0 + c
-            v = tl.load(p_ptr + rows[:, None] * sp + k[None, :])
+            x = tl.load(p_ptr + rows[:, None] * sp + k[None, :])
             if DOT_F32:
-                return _as_dot_operand(v.to(tl.int32) & 0xFFFF, DOT_F32)
-            return v
-        return _as_dot_operand(bits, DOT_F32)
+                x = _as_dot_operand(x.to(tl.int32) & 0xFFFF, DOT_F32)
+        return x
 
     @triton.jit
     def gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, g_ptr, out_ptr, zero, M, N, K,
@@ -252,12 +277,13 @@ if triton is not None:
         matrix, row stride so = K / 2 words) gets lo | hi << 16 per packed byte."""
         rows = tl.program_id(0) * BR + tl.arange(0, BR)
         kb = tl.program_id(1) * BKB + tl.arange(0, BKB)
-        mask = (rows[:, None] < R) & (kb[None, :] < KB)
+        rmask = rows < R
+        mask = rmask[:, None] & (kb[None, :] < KB)
         r64 = rows.to(tl.int64)
         byte = tl.load(p_ptr + r64[:, None] * sp + kb[None, :], mask=mask, other=0).to(tl.int32)
-        s = tl.load(s_ptr + r64[:, None] * ss + ((kb * 2) // BLOCK)[None, :], mask=mask, other=0).to(tl.int32)
-        lo = _bf16_bits(byte & 15, s, ELEM, SCALE)
-        hi = _bf16_bits(byte >> 4, s, ELEM, SCALE)
+        sv = _tile_scales(s_ptr, r64, (tl.program_id(1) * BKB * 2) // BLOCK, ss, BR, BKB, BLOCK // 2, SCALE, rmask)
+        lo = _bf16_bits(byte & 15, sv, ELEM, SCALE)
+        hi = _bf16_bits(byte >> 4, sv, ELEM, SCALE)
         tl.store(out_ptr + r64[:, None] * so + kb[None, :], lo | (hi << 16), mask=mask)
 
     @triton.jit
@@ -353,12 +379,13 @@ CONFIGS = {
     "prepass-128x128": TileConfig("prepass", 128, 128, 64, 8, 4, 4),
     "prepass-256x128": TileConfig("prepass", 256, 128, 64, 8, 8, 3),
     "hybrid-128x256": TileConfig("hybrid", 128, 256, 64, 8, 8, 3),
+    "hybrid-128x256-s4": TileConfig("hybrid", 128, 256, 64, 8, 8, 4),
+    "hybrid-64x256": TileConfig("hybrid", 64, 256, 64, 8, 4, 3),
     "hybrid-128x128": TileConfig("hybrid", 128, 128, 64, 8, 8, 3),
     "fused-128x128": TileConfig("fused", 128, 128, 64, 8, 8, 3),
     "fused-128x256": TileConfig("fused", 128, 256, 64, 8, 8, 3),
     "fused-128x128-k128": TileConfig("fused", 128, 128, 128, 8, 8, 2),
     "fused-128x128-dup": TileConfig("fused", 128, 128, 64, 8, 8, 3, "dup"),
-    "fused-64x128": TileConfig("fused", 64, 128, 64, 8, 4, 3),
 }
 #: The configuration used when none is given.
 DEFAULT_CONFIG = "prepass-128x256"
@@ -433,9 +460,10 @@ def operand_format(scheme) -> tuple[int, int, int]:
     if sch.scale.name not in SCALES:
         raise BackendError(f"scheme: scale {sch.scale.name!r} of {sch.name!r} is not supported by the triton GEMM; "
                            f"scales: {', '.join(SCALES)}")
-    if sch.block_size % 16:
-        raise BackendError(f"scheme: block size {sch.block_size} of {sch.name!r} is not a multiple of 16 (the "
-                           f"MMA step); the triton GEMM needs whole blocks per 16 elements of K")
+    k = sch.block_size
+    if k % 16 or k & (k - 1):
+        raise BackendError(f"scheme: block size {k} of {sch.name!r} is not a power of two >= 16; the triton GEMM "
+                           f"needs whole blocks per 16 elements of K (the MMA step) and per K tile")
     return ELEMENTS[sch.element.name], SCALES[sch.scale.name], sch.block_size
 
 
