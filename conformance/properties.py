@@ -25,6 +25,10 @@ stochastic             sr        result is one of the two neighbours, a pure fun
                                  unbiased, never all-zero for a non-zero block (8)
 packing                backend   low nibble first, golden byte (0x1, 0x7) -> 0x71 (13)
 scale_layout           backend   cuBLAS 128x4 layout equals fp4spec.to_blocked, padding zero (12)
+rht                    rne, sr   quantize(x, rht=) equals the reference for every claimed RHT spec
+                                 (Capabilities.rht), rowwise and columnwise: float64 or reordered
+                                 sums, a truncating BF16 conversion, amax before the transform
+                                 (:mod:`~fp4spec.conformance.rht_properties`)
 =====================  ========  ==================================================================
 
 The reference for scheme properties is the numpy emulator (itself tested equal to the
@@ -44,7 +48,7 @@ from fp4spec.backends.base import Capabilities, as_numpy
 from fp4spec.block_schemes import Scheme
 from fp4spec.quantized import QuantizedTensor
 
-from . import builders, chain
+from . import builders, chain, rht_properties
 from . import strategies as fst
 from .compare import (
     Departure,
@@ -923,6 +927,10 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
              check_packing, explicit_packing, strategy_packing, _applies_packing),
     Property("scale_layout", "cuBLAS 128x4 blocked layout, padding zero", "vllm#45741, triton#917", "backend",
              check_scale_layout, explicit_scale_layout, strategy_scale_layout, _applies_op("to_blocked")),
+    Property("rht", "quantize(x, rht=) equals the reference for each claimed RHT (TE and seeded signs, "
+             "rowwise and columnwise)", "float64 or reordered RHT sums, truncating BF16 output, amax before the RHT",
+             "rounding", rht_properties.check_rht, rht_properties.explicit_rht, rht_properties.strategy_rht,
+             rht_properties.applies_rht, roundings=rht_properties.RHT_ROUNDINGS),
 ]}
 
 

@@ -435,6 +435,8 @@ def _describe_claims(be, caps) -> str:
     for s in caps.schemes:
         lines.append(f"  {s:<32} rounding: {', '.join(caps.roundings_for(s))}")
     lines.append(f"  operations: {', '.join(sorted(caps.operations))}")
+    if caps.rht:
+        lines.append(f"  rht (quantize(..., rht=)): {', '.join(caps.rht)}")
     if caps.supports("matmul"):
         lines.append("  accumulators (matmul):")
         for acc in caps.accumulators:

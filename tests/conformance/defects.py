@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fp4spec.backends import NumpyBackend, resolve_scheme
+from fp4spec.backends import NumpyBackend as _NumpyBackend, resolve_scheme
 from fp4spec.block_schemes import get_scheme
 from fp4spec.conformance.chain import block_scale_value
 from fp4spec.emulator import blockscale
@@ -20,6 +20,16 @@ from fp4spec.quantized import QuantizedTensor
 from fp4spec.scaling import element_nan_policy, prepare_input, two_level_tensor_scale
 
 F32 = np.float32
+
+
+class NumpyBackend(_NumpyBackend):
+    """The numpy backend without its RHT claim: each defect below breaks one thing, and its
+    ``quantize`` does not take ``rht=`` (the RHT defects further down keep the claim)."""
+
+    def capabilities(self):
+        import dataclasses
+
+        return dataclasses.replace(super().capabilities(), rht=())
 
 
 def _replace(q: QuantizedTensor, **fields) -> QuantizedTensor:
@@ -267,6 +277,90 @@ class ScaleCastTruncates(NumpyBackend):
         codes = blockscale.element_codes(xb, mult, sch, rounding, rb, sr_bits)
         return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scale_codes, ts.decode, sch, prep.axis,
                                           prep.shape)
+
+
+# -- RHT defects: quantize(x, rht=) with the transform computed wrongly -----------------------------------
+
+def _reversed_fwht(x, r):
+    """fwht-fp32 with the butterfly stages in the wrong order (d = size/2, ..., 2, 1)."""
+    from fp4spec.rht import fwht_scale
+
+    n = r.size
+    u = (np.asarray(x, np.float32).reshape(-1, n) * np.array(r.signs, np.float32)).astype(np.float32)
+    d = n // 2
+    while d >= 1:
+        v = u.reshape(-1, n // (2 * d), 2, d)
+        a, b = v[..., 0, :], v[..., 1, :]
+        u = np.stack((a + b, a - b), axis=-2).reshape(-1, n)
+        d //= 2
+    y = (u * fwht_scale(n)).reshape(np.shape(x))
+    return _rht_out(y, r)
+
+
+def _rht_out(y, r):
+    import ml_dtypes
+
+    return y.astype(ml_dtypes.bfloat16).astype(np.float32) if r.out_dtype == "bfloat16" else y.astype(np.float32)
+
+
+class _RhtDefect(_NumpyBackend):
+    """Transforms x itself (wrongly), then quantizes the result as the numpy backend does."""
+
+    def transform(self, x, r):
+        raise NotImplementedError
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, rht=None):
+        if rht is None or rht.arith != "fwht-fp32":
+            return super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits, rht=rht)
+        with np.errstate(all="ignore"):
+            y = np.ascontiguousarray(self.transform(np.asarray(x, np.float32), rht), np.float32)
+        return _replace(super().quantize(y, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits), rht=rht)
+
+
+class RhtStagesReversed(_RhtDefect):
+    """The fast Walsh-Hadamard butterflies run with d = size/2 first (the same transform in
+    exact arithmetic, other float32 roundings on wide-span blocks)."""
+
+    name = "rht-stages-reversed"
+
+    def transform(self, x, r):
+        return _reversed_fwht(x, r)
+
+
+class RhtFloat64Sums(_RhtDefect):
+    """Sums the RHT in float64 (one rounding to the output dtype) while claiming fwht-fp32."""
+
+    name = "rht-float64-sums"
+
+    def transform(self, x, r):
+        import dataclasses
+
+        return _rht_out(dataclasses.replace(r, arith="float64", out_dtype="float64").apply(x), r)
+
+
+class RhtAmaxBeforeTransform(_NumpyBackend):
+    """Two-level schemes: the tensor scale from the amax of x before the RHT (TE takes it after)."""
+
+    name = "rht-amax-before"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, rht=None):
+        sch = resolve_scheme(scheme)
+        if rht is None or sch.structure != "two_level":
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits, rht=rht)
+        with np.errstate(all="ignore"):
+            y = np.ascontiguousarray(rht.apply(np.asarray(x, np.float32)).astype(np.float32))
+        prep, xb, rb, _, _ = _two_level_parts(y, sch, rounding, rbits, sr_bits)
+        with np.errstate(invalid="ignore"):
+            ts = two_level_tensor_scale(F32(np.max(np.abs(np.asarray(x, np.float32)))) if np.size(x) else F32(0), sch)
+        scale_codes = blockscale.block_scale_codes(blockscale.block_amaxes(xb, sch), ts, sch)
+        mult = blockscale.element_multipliers(scale_codes, ts, sch)
+        codes = blockscale.element_codes(xb, mult, sch, rounding, rb, sr_bits)
+        return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scale_codes, ts.decode, sch, prep.axis,
+                                          prep.shape, rht=rht)
+
+
+#: RHT defects (the numpy backend's claims, one thing wrong in the transform or its amax).
+RHT_DEFECTS = (RhtStagesReversed, RhtFloat64Sums, RhtAmaxBeforeTransform)
 
 
 #: The defects the issue lists, in its order.

@@ -39,6 +39,10 @@ CASES = [
     (D.SrStrictCompare, ["mxfp4", "nvfp4"], ["sr"], {"stochastic"}),
     (D.Bf16Input, ["nvfp4"], ["rne"], {"reference", "scale_rule"}),
     (D.ScaleCastTruncates, ["nvfp4"], ["rne"], {"scale_rule", "reference"}),
+    # the RHT (fp4spec.rht, arith="fwht-fp32"): quantize(x, rht=) departs
+    (D.RhtStagesReversed, ["nvfp4", "mxfp4"], ["rne", "sr"], {"rht"}),
+    (D.RhtFloat64Sums, ["nvfp4", "mxfp4"], ["rne"], {"rht"}),
+    (D.RhtAmaxBeforeTransform, ["nvfp4"], ["rne", "sr"], {"rht"}),
 ]
 
 
@@ -54,7 +58,21 @@ def test_default_run_rejects_planted_defect(defect, schemes, rounding, caught_by
 
 
 def test_listed_defects_are_all_covered():
-    assert {c[0] for c in CASES} >= set(D.LISTED) | set(D.UNLISTED)
+    assert {c[0] for c in CASES} >= set(D.LISTED) | set(D.UNLISTED) | set(D.RHT_DEFECTS)
+
+
+@pytest.mark.parametrize("defect", D.RHT_DEFECTS, ids=lambda d: d.__name__)
+def test_rht_defects_break_only_the_rht(defect):
+    """Without rht= each RHT defect is the numpy backend: only the rht property departs."""
+    report = run(defect, schemes=["nvfp4", "mxfp4"], rounding=["rne", "sr"], max_examples=2)
+    assert {r.property for r in report.departures} == {"rht"}
+    row = next(r for r in report.departures if r.scheme == "nvfp4" and r.rounding == "rne")
+    cx = row.counterexample
+    assert cx.what.startswith("rht 16/") and cx.context["rht"].startswith("16/") and cx.tensor is not None
+    assert any("after the RHT" in n for n in cx.notes)
+    diagnosis = {D.RhtFloat64Sums: "summed in float64", D.RhtAmaxBeforeTransform: "amax must be taken after"}
+    if defect in diagnosis:
+        assert any(diagnosis[defect] in n for n in cx.notes), cx.notes
 
 
 def test_cli_subprocess_reports_ties_away(tmp_path):
@@ -68,7 +86,7 @@ def test_cli_subprocess_reports_ties_away(tmp_path):
     table = proc.stdout
     assert "ties_to_even    mxfp4   rne       FAIL" in table and "exactly the midpoint (a tie)" in table
     assert "expected 0x" in table and "got 0x" in table
-    assert re.search(r"\[8/\d+\] mxfp4: 6 passed, 2 failed", proc.stderr)  # progress, one line per scheme
+    assert re.search(r"\[9/\d+\] mxfp4: 6 passed, 2 failed, 1 skipped", proc.stderr)  # one line per scheme
     data = json.loads(out.read_text())
     assert data["conforms"] is False and data["backend"] == "ties-away"
     # replay the counterexample from the report's float32 bits

@@ -39,6 +39,6 @@ def test_plugin_passes_numpy_and_rejects_bad_backends(tmp_path):
     proc = _pytest(tmp_path, "--fp4spec-backend", "numpy", "--fp4spec-scheme", "mxfp4:scale_rule=rceil",
                    "--fp4spec-rounding", "rne", "--fp4spec-max-examples", "1")
     assert proc.returncode == 0, proc.stdout[-2000:]
-    assert "11 passed" in proc.stdout  # 8 properties + packing + scale_layout + test_plain
+    assert "12 passed" in proc.stdout  # 9 properties (rht included) + packing + scale_layout + test_plain
     proc = _pytest(tmp_path, "--fp4spec-backend", "no.such:Thing")
     assert proc.returncode == 4 and "cannot import module 'no.such'" in proc.stderr

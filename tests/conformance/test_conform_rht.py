@@ -1,0 +1,90 @@
+"""The ``rht`` property's inputs do what they claim, and the torch backend (columnwise too) conforms."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fp4spec.backends import Capabilities, NumpyBackend
+from fp4spec.block_schemes import get_scheme
+from fp4spec.conformance import run
+from fp4spec.conformance.rht_properties import (RHT_KINDS, _takes_axis, claimed_rhts, rht_shape, rht_tensor,
+                                                rhts_for_spec)
+from fp4spec.rht import RHT
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def test_claimed_transforms():
+    assert rhts_for_spec("16/fwht-fp32") == [RHT.te(), RHT.from_seed(1016, 16), RHT.te(out_dtype="float32"),
+                                            RHT.from_seed(1017, 16, out_dtype="float32")]
+    assert rhts_for_spec("32/fwht-fp32/bfloat16") == [RHT.from_seed(1032, 32)]
+    assert len(claimed_rhts(NumpyBackend().capabilities())) == 2 * 4 + 6 * 2
+    assert claimed_rhts(Capabilities()) == []
+
+
+@pytest.mark.parametrize("scheme", ["nvfp4", "mxfp4", "nvfp4_2d"])
+@pytest.mark.parametrize("size", [16, 32, 64, 128])
+def test_shapes_are_whole_blocks_and_rht_rows(scheme, size):
+    sch = get_scheme(scheme)
+    for kind in RHT_KINDS:
+        rows, cols = rht_shape(sch, size, kind)
+        assert cols % sch.block_size == 0 and cols % size == 0 and cols >= 2 * size and rows % sch.tile_rows == 0
+        x = rht_tensor(np.random.default_rng(0), sch, RHT.from_seed(0, size), kind)
+        assert x.dtype == np.float32 and x.shape == (rows, cols) and x.flags.c_contiguous
+    with pytest.raises(ValueError, match="kind: 'ties' is not one of"):
+        rht_tensor(np.random.default_rng(0), sch, RHT.te(), "ties")
+
+
+@pytest.mark.parametrize("r", [RHT.te(out_dtype="float32"), RHT.from_seed(3, 64, out_dtype="float32")])
+def test_bf16_ties_are_exact_midpoints(r):
+    x = rht_tensor(np.random.default_rng(1), get_scheme("nvfp4"), r, "bf16_ties")
+    y = r.apply(x)
+    low = y.view(np.uint32) & 0xFFFF
+    assert np.mean(low == 0x8000) > 0.6  # halfway between two BF16 values (the rest: ordinary values)
+    bf = y.astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert np.all((bf.view(np.uint32)[low == 0x8000] >> 16) % 2 == 0)  # RNE: to the even neighbour
+
+
+def test_element_ties_after_the_transform():
+    sch = get_scheme("mxfp4")
+    x = rht_tensor(np.random.default_rng(2), sch, RHT.te(out_dtype="float32"), "element_ties")
+    y = RHT.te(out_dtype="float32").apply(x).reshape(x.shape[0], -1, 32)
+    scaled = y / np.max(np.abs(y), axis=-1, keepdims=True) * 6  # the MX scale puts each block's amax at 6
+    mids = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+    assert np.isin(np.abs(scaled), mids).mean() > 0.3
+
+
+@pytest.mark.parametrize("r", [RHT.te(), RHT.from_seed(5, 32)])
+def test_wide_span_separates_the_arithmetics(r):
+    x = rht_tensor(np.random.default_rng(3), get_scheme("nvfp4"), r, "wide_span")
+    fast = r.apply(x)
+    exact = RHT(r.size, r.signs, "float64", r.out_dtype).apply(x)
+    assert not np.array_equal(fast.view(np.uint16), exact.view(np.uint16))
+
+
+def test_specials_cover_signed_zeros_and_nonfinite():
+    x = rht_tensor(np.random.default_rng(4), get_scheme("nvfp4"), RHT.te(), "specials")
+    assert np.isnan(x).any() and np.isposinf(x).any() and np.isneginf(x).any()
+    assert (x == 0).any() and np.signbit(x[x == 0]).any()
+    assert (np.abs(x) > 1e38).any() and ((x != 0) & (np.abs(x) < np.finfo(np.float32).tiny)).any()
+    y = RHT.te(out_dtype="float32").apply(x)
+    assert np.isinf(y[np.isfinite(x).all(axis=1)]).any()  # overflow inside the butterfly
+
+
+def test_torch_backend_conforms_rowwise_and_columnwise():
+    from fp4spec.backends.torch_backend import TorchBackend
+
+    assert _takes_axis(TorchBackend()) and not _takes_axis(NumpyBackend())
+    report = run(TorchBackend, schemes=["nvfp4", "mxfp4"], properties=["rht"], max_examples=3)
+    assert report.ok and {r.status for r in report.results} == {"PASS"} and len(report.results) == 4
+
+
+def test_backend_without_rht_claim_skips():
+    class Plain(NumpyBackend):
+        name = "plain"
+
+        def capabilities(self):
+            return Capabilities(schemes=("nvfp4",), rounding=("rne",))
+
+    (row,) = run(Plain, properties=["rht"]).results
+    assert row.status == "SKIP" and "no RHT claimed" in row.reason
