@@ -291,3 +291,13 @@ def test_gpu_mixed_schemes():
     want = model(ca.qa, cb.qb, ca.c)
     for cfg in GPU_CONFIGS[:3]:
         assert_bits(G.matmul(ca.qa, cb.qb, c=ca.c, config=cfg), want)
+
+
+@pytest.mark.skipif(CUDA, reason="the experiment is measured against the model by benchmarks/bench_gpu_gemm.py")
+def test_dot_scaled_experiment_layout():
+    """The tl.dot_scaled experiment (benchmark only) reads the operands as matmul_packed does."""
+    qa, qb, c = agreeing_case("mxfp4", 16, 32, 128, 6)
+    pa, sa, _ = G.pack_operand(qa, DEV)
+    pb, sb, _ = G.pack_operand(qb, DEV)
+    got = G.matmul_dot_scaled(pa, sa, pb, sb, c=torch.from_numpy(c).to(DEV), BM=16, BN=32, BK=64)
+    assert_bits(got.cpu().numpy(), model(qa, qb, c))
