@@ -642,15 +642,17 @@ def pack_operand(q, device=None):
     """(packed codes, scale codes, tensor scale or None) of a 2-d QuantizedTensor blocked along
     K, as torch tensors on ``device`` (default: the tensor's own device, or ``"cuda"`` for a
     numpy QuantizedTensor when CUDA is available, else the CPU): the layout
-    :func:`matmul_packed` takes."""
+    :func:`matmul_packed` takes. Rows are the tensor's own (padding rows of 16 x 16 tiles
+    dropped); K is the stored, padded K."""
     import torch
 
     if device is None:
         device = q.device if q.is_torch else ("cuda" if torch.cuda.is_available() else "cpu")
     qt = q.to_torch(device) if not q.is_torch or str(q.device) != str(torch.device(device)) else q
-    codes = qt.codes.to(torch.uint8)
+    rows = q.shape[0]
+    codes = qt.codes[:rows].to(torch.uint8)
     packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
-    return packed, qt.scales.to(torch.uint8).contiguous(), qt.global_scale
+    return packed, qt.scales[:rows].to(torch.uint8).contiguous(), qt.global_scale
 
 
 def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=None, config=None,

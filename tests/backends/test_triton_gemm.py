@@ -301,3 +301,15 @@ def test_dot_scaled_experiment_layout():
     pb, sb, _ = G.pack_operand(qb, DEV)
     got = G.matmul_dot_scaled(pa, sa, pb, sb, c=torch.from_numpy(c).to(DEV), BM=16, BN=32, BK=64)
     assert_bits(got.cpu().numpy(), model(qa, qb, c))
+
+
+def test_row_padded_operand():
+    """A QuantizedTensor whose stored rows are padded (16 x 16 tiles) multiplies as its own rows."""
+    from fp4spec.quantized import QuantizedTensor
+
+    qa, qb, c = agreeing_case("nvfp4", 20, 16, 64, 8)
+    padded = QuantizedTensor(np.pad(np.asarray(qa.codes), ((0, 12), (0, 0))), np.pad(np.asarray(qa.scales),
+                             ((0, 12), (0, 0))), qa.global_scale, qa.scheme, 1, qa.shape)
+    got = G.matmul(padded, qb, c=c, **CPU_CONFIGS["prepass"])
+    assert got.shape == (20, 16)
+    assert_bits(got, model(qa, qb, c))
