@@ -33,7 +33,14 @@ Why it is bit-exact: step 2 computes the model's operands exactly (tested over e
 element code x scale code pair, :func:`dequantize_bf16`); step 3 is the hardware whose
 arithmetic the model describes, with the model's chaining (the order inside one k = 16
 instruction does not matter: the fused sum of truncated terms is exact); steps 4-5 are the
-model's own float32 operations. Under ``TRITON_INTERPRET=1`` the interpreter's ``tl.dot``
+model's own float32 operations. Checked in the PTX Triton 3.9 generates for sm_90 (ahead of
+time, no GPU): one BK = 64 dot is four ``wgmma.mma_async ... m64nNk16.f32.bf16.bf16`` whose
+shared-memory descriptors advance by 32 bytes (ascending K) on one accumulator, scale-d is
+the constant 1, the next K step's group waits on the previous one (``wgmma.wait_group``),
+A comes from registers in the fused and hybrid variants, and no ``.ftz`` arithmetic is
+emitted (the E2M1 decode multiplies a float32 subnormal exactly). Triton splits no dot
+across warps or accumulators; ``num_stages`` only pipelines loads. Under
+``TRITON_INTERPRET=1`` the interpreter's ``tl.dot``
 is a numpy matmul (and mishandles bf16 operands), so the interpreted kernels feed the same
 exact operand values as float32: only data on which every accumulator model agrees can be
 checked on the CPU; the bit-exact check of the accumulation itself needs the GPU
@@ -41,7 +48,7 @@ checked on the CPU; the bit-exact check of the accumulation itself needs the GPU
 
 Variants (:class:`TileConfig`): ``"fused"`` dequantizes both operand tiles in the GEMM's K
 loop; ``"prepass"`` dequantizes A and B once into bf16 buffers (:func:`dequantize_bf16`,
-the same integer dequantization, memory bound) and then runs the same GEMM kernel on bf16
+the same exact dequantization, memory bound) and then runs the same GEMM kernel on bf16
 tiles; ``"hybrid"`` does that for B only (the wgmma shared-memory operand) and dequantizes A
 in the loop. All three give the same bits. ``unpack="join"`` interleaves the low and high
 nibbles back into K order; ``unpack="dup"`` permutes K inside every 16-element group
@@ -95,10 +102,12 @@ if triton is not None:
 
         e2m1 (ELEM 0) and e1m2 (1) are read as float32 bit patterns: the magnitude bits put in
         the low exponent bit(s) and the top mantissa bit(s) (e2m1: bits 24..22, e1m2: bits
-        23..21), the sign in bit 31, times 2^126 (e2m1) or 2^127 (e1m2): a code with a zero
-        exponent is a float32 subnormal then, and the product is exactly its subnormal value
-        (e2m1 m = 1: 2^-127 * 2^126 = 0.5). int4_sym (2): (code ^ 8) = value + 8, made float by
-        the 2^23 trick ((u | 0x4B000000) - (2^23 + 8)).
+        23..21), the sign in bit 31, then multiplied by 2^126 (e2m1) or 2^127 (e1m2). A code
+        with a zero exponent field is a float32 subnormal pattern, and the multiplication by
+        the power of two is exact (e2m1 m = 1: 2^-127 * 2^126 = 0.5) as long as the multiply
+        does not flush subnormals (Triton emits no .ftz for it; the exhaustive dequantization
+        test would show it). int4_sym (2): (code ^ 8) = value + 8, made float by the 2^23 trick
+        ((u | 0x4B000000) - (2^23 + 8)).
         """
         if ELEM == 0:
             v = (((code & 8) << 28) | ((code & 7) << 22)).to(tl.float32, bitcast=True) * 8.507059173023462e37
