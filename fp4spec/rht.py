@@ -242,18 +242,18 @@ def rht(x, size: int = 16, *, seed=None, signs=None, axis: int = -1, out_dtype=N
     ``arith="fwht-fp32"`` (pinned; :class:`RHT`'s default, what quantize and the kernels
     run), per row of ``size`` elements:
 
-    F1. Widen x to float32 (float64 input is first rounded RNE to float32, as quantize's
-        input preparation does; bf16/fp16 exact). View as rows of ``size`` along ``axis``.
-    F2. ``u_i = s_i * x_i`` (exact sign flip; -0.0 stays a signed zero as IEEE
-        multiplication says).
-    F3. For d = 1, 2, 4, ..., size/2 in that order: for every i with ``(i & d) == 0``,
-        simultaneously ``(u_i, u_{i+d}) <- (fp32(u_i + u_{i+d}), fp32(u_i - u_{i+d}))``.
-        After all stages ``u_j = sum_i s_i x_i H[i][j]`` in exact arithmetic (Sylvester H,
-        natural order).
-    F4. ``y_j = fp32(u_j * c)`` with ``c = fp32(1/sqrt(size))`` (0.25 for 16, exact power
-        of two for 16 and 64; RNE of the real number for 32 and 128: :func:`fwht_scale`).
-    F5. Round y to ``out_dtype`` (RNE; ``"bfloat16"`` via ml_dtypes; ``"float32"`` = y;
-        ``"float64"`` = y widened exactly). ``None`` means ``"float32"``.
+    - F1. Widen x to float32 (float64 input is first rounded RNE to float32, as quantize's
+      input preparation does; bf16/fp16 exact). View as rows of ``size`` along ``axis``.
+    - F2. ``u_i = s_i * x_i`` (exact sign flip; -0.0 stays a signed zero as IEEE
+      multiplication says).
+    - F3. For d = 1, 2, 4, ..., size/2 in that order: for every i with ``(i & d) == 0``,
+      simultaneously ``(u_i, u_{i+d}) <- (fp32(u_i + u_{i+d}), fp32(u_i - u_{i+d}))``.
+      After all stages ``u_j = sum_i s_i x_i H[i][j]`` in exact arithmetic (Sylvester H,
+      natural order).
+    - F4. ``y_j = fp32(u_j * c)`` with ``c = fp32(1/sqrt(size))`` (0.25 for 16, exact power
+      of two for 16 and 64; RNE of the real number for 32 and 128: :func:`fwht_scale`).
+    - F5. Round y to ``out_dtype`` (RNE; ``"bfloat16"`` via ml_dtypes; ``"float32"`` = y;
+      ``"float64"`` = y widened exactly). ``None`` means ``"float32"``.
 
     Every fp32 operation is one IEEE-754 binary32 operation with round-to-nearest-even and
     subnormals kept (no flush to zero); infinities and NaNs propagate as IEEE says.
