@@ -156,8 +156,30 @@ def operands(name, size, seed=0):
         return p, ok[idx].contiguous()
 
     (pa, sa), (pb, sb) = one(), one()
-    g = np.float32(0.3) if sch.global_scale else None
+    g = torch.tensor([0.3], dtype=torch.float32, device=DEV) if sch.global_scale else None   # on the device once
     return pa, sa, pb, sb, g
+
+
+def ptx_audit() -> dict:
+    """What the compiled GEMM kernels are made of (from Triton's cache): how many use wgmma or
+    mma.sync, whether any float arithmetic flushes subnormals (.ftz), and whether every wgmma's
+    scale-d operand is the constant-true predicate (the accumulator is always used)."""
+    import glob
+    import re
+
+    root = os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache")
+    out = {"dir": root, "kernels": 0, "wgmma": 0, "mma_sync": 0, "ftz": 0, "scale_d_not_const": 0}
+    for path in glob.glob(os.path.join(root, "**", "gemm_kernel.ptx"), recursive=True):
+        ptx = open(path).read()
+        out["kernels"] += 1
+        out["wgmma"] += "wgmma.mma_async" in ptx
+        out["mma_sync"] += "mma.sync" in ptx
+        out["ftz"] += len(re.findall(r"\.ftz", ptx))
+        # operands: {d}, an A descriptor or {A registers}, the B descriptor, the scale-d predicate, ...
+        for pred in set(re.findall(r"wgmma\.mma_async[^;]*\}, (?:%rd\d+, )?%rd\d+, (%p\d+)", ptx)):
+            if not re.search(rf"mov\.pred\s+{re.escape(pred)}, -1;", ptx):
+                out["scale_d_not_const"] += 1
+    return out
 
 
 def bench(fn):
@@ -250,6 +272,9 @@ def main() -> int:
         t_ds = None
         log(f"tl.dot_scaled mxfp4 (experiment) raised {type(exc).__name__}: {str(exc)[:300]}")
 
+    if DEV == "cuda":
+        report["ptx_audit"] = ptx_audit()
+        log(f"PTX of the compiled gemm kernels: {report['ptx_audit']}")
     md = [f"| kernel ({S}^3) | config | ms | TFLOP/s | % of bf16 |", "|---|---|---:|---:|---:|"]
     for label, cfg, t in rows:
         md.append(f"| {label} | {cfg} | {t:.3f} | {flop / t / 1e9:.1f} | {100 * t_bf16 / t:.1f} |")
