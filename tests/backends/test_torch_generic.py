@@ -40,6 +40,10 @@ from fp4spec.hif4 import CONST_REC, e6m2_code, e6m2_reciprocal, to_bf16  # noqa:
 from fp4spec.reference import magnitude_grid  # noqa: E402
 from fp4spec.rounding import NAN_POLICIES, NEG_ZERO_POLICIES, OVERFLOW_POLICIES  # noqa: E402
 
+#: The CPU always; CUDA where there is a GPU (the lead's GPU check: ``-k cuda``).
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+pytestmark = [pytest.mark.parametrize("dev", DEVICES), pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
 MODES = fp4spec.ROUNDING_MODES
 FORMATS = tuple(fp4spec.formats)
 MX = [(n, r) for n in G.MX_SCHEMES for r in G.MX_RULES]
@@ -59,8 +63,13 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-def _t(a):
-    return torch.from_numpy(np.array(a, order="C"))  # a writable copy (torch warns on read-only arrays)
+def _t(a, dev="cpu"):
+    """A torch tensor of a numpy array on ``dev`` (a writable copy: torch warns on read-only arrays)."""
+    return torch.from_numpy(np.array(a, order="C")).to(dev)
+
+
+def _n(t):
+    return t.detach().cpu().numpy()
 
 
 def _rbits(rng, shape, sr_bits=8):
@@ -73,7 +82,7 @@ def _outcome(fn):
         out = fn()
     except (ValueError, OverflowError, TypeError) as exc:
         return type(exc), str(exc)
-    return np.asarray(out.numpy() if isinstance(out, torch.Tensor) else out)
+    return np.asarray(_n(out) if isinstance(out, torch.Tensor) else out)
 
 
 def assert_same_outcome(got, want):
@@ -86,7 +95,7 @@ def assert_same_outcome(got, want):
 
 def assert_same_f32(got, want):
     """float32 bits equal, NaN matching NaN (payloads are not specified)."""
-    g = np.ascontiguousarray(got.numpy() if isinstance(got, torch.Tensor) else got, np.float32)
+    g = np.ascontiguousarray(_n(got) if isinstance(got, torch.Tensor) else got, np.float32)
     w = np.ascontiguousarray(want, np.float32)
     assert g.shape == w.shape
     gn, wn = np.isnan(g), np.isnan(w)
@@ -99,29 +108,29 @@ def assert_same_f32(got, want):
 # =================================================================================================
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_encode_every_bf16(fmt):
+def test_encode_every_bf16(dev, fmt):
     """Every bfloat16 value (NaN, +-Inf, subnormals, -0 included), every rounding mode."""
     f = fp4spec.get_format(fmt)
     nan = "auto" if f.has_nan else "zero"
     rng = np.random.default_rng(len(fmt))
-    x = _t(BF16)
+    x = _t(BF16, dev)
     for mode in MODES:
         rb = _rbits(rng, BF16.shape) if mode == "sr" else None
-        got = G.encode_elements(x, fmt, mode, None if rb is None else _t(rb), nan=nan)
+        got = G.encode_elements(x, fmt, mode, None if rb is None else _t(rb, dev), nan=nan)
         assert got.dtype == torch.uint8 and got.device == x.device and got.shape == x.shape
-        np.testing.assert_array_equal(got.numpy(), np_encode(BF16, fmt, mode, rbits=rb, nan=nan), err_msg=mode)
+        np.testing.assert_array_equal(_n(got), np_encode(BF16, fmt, mode, rbits=rb, nan=nan), err_msg=mode)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_encode_policies(fmt):
+def test_encode_policies(dev, fmt):
     """overflow x neg_zero x rounding on the element sweep, and every NaN policy: same codes,
     or the same error (type and message)."""
     f = fp4spec.get_format(fmt)
     x = builders.element_sweep(f)
-    xt = _t(x)
+    xt = _t(x, dev)
     for mode in MODES:
         rb = _rbits(np.random.default_rng(0), x.shape) if mode == "sr" else None
-        rbt = None if rb is None else _t(rb)
+        rbt = None if rb is None else _t(rb, dev)
         for overflow in OVERFLOW_POLICIES:
             for neg_zero in NEG_ZERO_POLICIES:
                 kw = dict(overflow=overflow, neg_zero=neg_zero, nan="zero" if f.has_zero else "max")
@@ -132,12 +141,12 @@ def test_encode_policies(fmt):
     for nan in NAN_POLICIES:
         for neg_zero in NEG_ZERO_POLICIES:
             want = _outcome(lambda: np_encode(xn, fmt, nan=nan, neg_zero=neg_zero))
-            got = _outcome(lambda: G.encode_elements(_t(xn), fmt, nan=nan, neg_zero=neg_zero))
+            got = _outcome(lambda: G.encode_elements(_t(xn, dev), fmt, nan=nan, neg_zero=neg_zero))
             assert_same_outcome(got, want)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_encode_float64_and_half_inputs(fmt):
+def test_encode_float64_and_half_inputs(dev, fmt):
     """float64 values just off the midpoints (not float32 values) are compared in float64;
     float16/bfloat16 tensors widen exactly."""
     f = fp4spec.get_format(fmt)
@@ -148,41 +157,41 @@ def test_encode_float64_and_half_inputs(fmt):
     rng = np.random.default_rng(1)
     for mode in MODES:
         rb = _rbits(rng, x.shape, 32) if mode == "sr" else None
-        got = G.encode_elements(_t(x), fmt, mode, None if rb is None else _t(rb), sr_bits=32)
-        np.testing.assert_array_equal(got.numpy(), np_encode(x, fmt, mode, rbits=rb, sr_bits=32), err_msg=mode)
+        got = G.encode_elements(_t(x, dev), fmt, mode, None if rb is None else _t(rb, dev), sr_bits=32)
+        np.testing.assert_array_equal(_n(got), np_encode(x, fmt, mode, rbits=rb, sr_bits=32), err_msg=mode)
     for dt, npdt in ((torch.float16, np.float16), (torch.bfloat16, ml_dtypes.bfloat16)):
         xs = x[np.abs(x) < 6e4].astype(npdt)
-        got = G.encode_elements(_t(xs.astype(np.float32)).to(dt), fmt, "rne")
-        np.testing.assert_array_equal(got.numpy(), np_encode(xs, fmt, "rne"))
+        got = G.encode_elements(_t(xs.astype(np.float32), dev).to(dt), fmt, "rne")
+        np.testing.assert_array_equal(_n(got), np_encode(xs, fmt, "rne"))
 
 
 @pytest.mark.parametrize("sr_bits", [1, 2, 8, 24, 32])
-def test_encode_sr_bits(sr_bits):
+def test_encode_sr_bits(dev, sr_bits):
     rng = np.random.default_rng(sr_bits)
     for fmt in FORMATS:
         x = builders.element_sweep(fp4spec.get_format(fmt))
         rb = _rbits(rng, x.shape, sr_bits)
-        got = G.encode_elements(_t(x), fmt, "sr", _t(rb), sr_bits)
-        np.testing.assert_array_equal(got.numpy(), np_encode(x, fmt, "sr", rbits=rb, sr_bits=sr_bits), err_msg=fmt)
+        got = G.encode_elements(_t(x, dev), fmt, "sr", _t(rb, dev), sr_bits)
+        np.testing.assert_array_equal(_n(got), np_encode(x, fmt, "sr", rbits=rb, sr_bits=sr_bits), err_msg=fmt)
 
 
-def test_encode_sr_broadcast_rbits():
+def test_encode_sr_broadcast_rbits(dev):
     x = builders.element_sweep(fp4spec.get_format("e2m1")).reshape(1, -1).repeat(3, 0)
     rb = np.array([[0], [100], [255]], np.int64)
-    got = G.encode_elements(_t(x), "e2m1", "sr", _t(rb))
-    np.testing.assert_array_equal(got.numpy(), np_encode(x, "e2m1", "sr", rbits=rb))
+    got = G.encode_elements(_t(x, dev), "e2m1", "sr", _t(rb, dev))
+    np.testing.assert_array_equal(_n(got), np_encode(x, "e2m1", "sr", rbits=rb))
 
 
-def test_encode_argument_errors():
-    x = _t(np.ones(4, np.float32))
+def test_encode_argument_errors(dev):
+    x = _t(np.ones(4, np.float32), dev)
     with pytest.raises(ValueError, match="rounding: 'nearest' is not one of"):
         G.encode_elements(x, "e2m1", "nearest")
     with pytest.raises(ValueError, match="rbits: rounding='sr' needs explicit random bits"):
         G.encode_elements(x, "e2m1", "sr")
     with pytest.raises(ValueError, match="rbits: only used with rounding='sr', not 'rne'"):
-        G.encode_elements(x, "e2m1", "rne", _t(np.zeros(4, np.int64)))
+        G.encode_elements(x, "e2m1", "rne", _t(np.zeros(4, np.int64), dev))
     with pytest.raises(ValueError, match=r"sr_bits: 33 is not an integer in \[1, 32\]"):
-        G.encode_elements(x, "e2m1", "sr", _t(np.zeros(4, np.int64)), 33)
+        G.encode_elements(x, "e2m1", "sr", _t(np.zeros(4, np.int64), dev), 33)
     with pytest.raises(ValueError, match="overflow: 'inf' needs a format with Inf"):
         G.encode_elements(x, "e2m1", overflow="inf")
     with pytest.raises(ValueError, match="format: unknown format"):
@@ -191,56 +200,56 @@ def test_encode_argument_errors():
         G.encode_elements(x.to(torch.int32), "e2m1")
 
 
-def test_encode_nan_sign_override():
+def test_encode_nan_sign_override(dev):
     """``nan_negative`` decides the NaN code's sign, whatever the NaN's own sign bit."""
-    y = _t(np.array([np.nan, -np.nan, np.nan, 1.0], np.float32))
-    nn = torch.tensor([True, False, False, True])
+    y = _t(np.array([np.nan, -np.nan, np.nan, 1.0], np.float32), dev)
+    nn = torch.tensor([True, False, False, True], device=dev)
     got = G.encode_elements(y, "e4m3", nan="nan", nan_negative=nn)
     assert got.tolist() == [0xFF, 0x7F, 0x7F, 0x38]
 
 
-def test_encode_wide_format_gives_uint16():
+def test_encode_wide_format_gives_uint16(dev):
     """A registered format wider than 8 bits: uint16 codes, as the emulator's."""
     fmt = fp4spec.float_format("e5m4", name="e5m4_torch_generic_test")
     x = builders.element_sweep(fmt)
     for mode in ("rne", "rto"):
-        got = G.encode_elements(_t(x), fmt, mode)
+        got = G.encode_elements(_t(x, dev), fmt, mode)
         assert got.dtype == torch.uint16
-        np.testing.assert_array_equal(got.numpy(), np_encode(x, fmt, mode))
+        np.testing.assert_array_equal(_n(got), np_encode(x, fmt, mode))
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fmt=st.sampled_from(FORMATS), mode=st.sampled_from(MODES), sr_bits=st.integers(1, 32),
        x=hnp.arrays(np.float32, st.integers(1, 64), elements=st.floats(width=32)), seed=st.integers(0, 2 ** 32 - 1))
-def test_encode_hypothesis(fmt, mode, sr_bits, x, seed):
+def test_encode_hypothesis(dev, fmt, mode, sr_bits, x, seed):
     f = fp4spec.get_format(fmt)
     nan = "nan" if f.has_nan else "signed_zero" if f.has_zero else "max"
     rb = _rbits(np.random.default_rng(seed), x.shape, sr_bits) if mode == "sr" else None
-    got = G.encode_elements(_t(x), fmt, mode, None if rb is None else _t(rb), sr_bits, nan=nan)
-    np.testing.assert_array_equal(got.numpy(), np_encode(x, fmt, mode, rbits=rb, sr_bits=sr_bits, nan=nan))
+    got = G.encode_elements(_t(x, dev), fmt, mode, None if rb is None else _t(rb, dev), sr_bits, nan=nan)
+    np.testing.assert_array_equal(_n(got), np_encode(x, fmt, mode, rbits=rb, sr_bits=sr_bits, nan=nan))
 
 
 # =================================================================================================
 # MX with any float element
 # =================================================================================================
 
-def mx_torch(x, sch, axis=-1, rounding="rne", rbits=None, sr_bits=8):
+def mx_torch(dev, x, sch, axis=-1, rounding="rne", rbits=None, sr_bits=8):
     """The layout of torch_backend.quantize_tensors: blocked axis last, (..., n_blocks, k)."""
-    xm = torch.movedim(_t(x), axis, -1).contiguous()
+    xm = torch.movedim(_t(x, dev), axis, -1).contiguous()
     k = sch.block_size
     xb = xm.reshape(*xm.shape[:-1], -1, k)
-    rb = None if rbits is None else torch.movedim(_t(rbits), axis, -1).reshape(xb.shape)
+    rb = None if rbits is None else torch.movedim(_t(rbits, dev), axis, -1).reshape(xb.shape)
     codes, scales = G.quantize_mx_blocks(xb, sch, rounding, rb, sr_bits)
     assert codes.dtype == torch.uint8 and scales.dtype == torch.uint8
     return codes, scales
 
 
-def assert_mx_equal(x, sch, axis=-1, rounding="rne", rbits=None, sr_bits=8):
+def assert_mx_equal(dev, x, sch, axis=-1, rounding="rne", rbits=None, sr_bits=8):
     ref = fp4spec.quantize(x, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
     m = ref.moved()
-    codes, scales = mx_torch(x, sch, axis, rounding, rbits, sr_bits)
-    np.testing.assert_array_equal(scales.numpy(), m["scales"])
-    np.testing.assert_array_equal(codes.reshape(m["codes"].shape).numpy(), m["codes"])
+    codes, scales = mx_torch(dev, x, sch, axis, rounding, rbits, sr_bits)
+    np.testing.assert_array_equal(_n(scales), m["scales"])
+    np.testing.assert_array_equal(_n(codes.reshape(m["codes"].shape)), m["codes"])
     return codes, scales, ref
 
 
@@ -260,7 +269,7 @@ def mx_adversarial(sch, seed, block_rows=4, block_cols=9):
 
 
 @pytest.mark.parametrize("name,rule", MX, ids=MX_IDS)
-def test_mx_every_rounding_adversarial(name, rule):
+def test_mx_every_rounding_adversarial(dev, name, rule):
     """Both profiles, every rounding mode, rowwise and axis=0 (the transposed tensor)."""
     for profile in PROFILES:
         sch = fp4spec.get_scheme(name, scale_rule=rule, profile=profile)
@@ -269,16 +278,16 @@ def test_mx_every_rounding_adversarial(name, rule):
             rng = np.random.default_rng(seed)
             for mode in MODES:
                 rb = _rbits(rng, x.shape) if mode == "sr" else None
-                codes, scales, ref = assert_mx_equal(x, sch, -1, mode, rb)
+                codes, scales, ref = assert_mx_equal(dev, x, sch, -1, mode, rb)
                 if mode == "rne":
                     assert_same_f32(G.dequantize_mx_blocks(codes, scales, sch),
                                     blockscale.dequantize_mx(ref.moved()["codes"].reshape(codes.shape), ref.scales, sch))
                 xt = np.ascontiguousarray(x.T)
-                assert_mx_equal(xt, sch, 0, mode, None if rb is None else np.ascontiguousarray(rb.T))
+                assert_mx_equal(dev, xt, sch, 0, mode, None if rb is None else np.ascontiguousarray(rb.T))
 
 
 @pytest.mark.parametrize("name", G.MX_SCHEMES)
-def test_mx_ties_at_every_midpoint(name):
+def test_mx_ties_at_every_midpoint(dev, name):
     """Each block: the element max times 2^k (so floor gives e = k) and every midpoint of the
     element grid (the one above max included), one float32 ulp either side, and every grid
     value, times 2^k with random signs: every tie of the element grid after scaling."""
@@ -302,11 +311,11 @@ def test_mx_ties_at_every_midpoint(name):
             s = fp4spec.get_scheme(name, scale_rule=rule, profile=profile)
             for mode in MODES:
                 rb = _rbits(rng, x.shape) if mode == "sr" else None
-                assert_mx_equal(x, s, -1, mode, rb)
+                assert_mx_equal(dev, x, s, -1, mode, rb)
 
 
 @pytest.mark.parametrize("name", G.MX_SCHEMES)
-def test_mx_nonfinite_blocks_and_nan_signs(name):
+def test_mx_nonfinite_blocks_and_nan_signs(dev, name):
     """NaN-scale blocks: +-NaN elements keep their sign, +-Inf times 0 takes the host's NaN
     sign (HOST_INVALID_NAN_NEGATIVE), as the emulator does here; torchao's Inf-only blocks."""
     k = 32
@@ -319,23 +328,23 @@ def test_mx_nonfinite_blocks_and_nan_signs(name):
     for profile in PROFILES:
         for rule in G.MX_RULES:
             sch = fp4spec.get_scheme(name, scale_rule=rule, profile=profile)
-            codes, _, ref = assert_mx_equal(x, sch)
-            assert_same_f32(G.dequantize_mx_blocks(codes, _t(ref.scales), sch), ref.dequantize().reshape(codes.shape))
+            codes, _, ref = assert_mx_equal(dev, x, sch)
+            assert_same_f32(G.dequantize_mx_blocks(codes, _t(ref.scales, dev), sch), ref.dequantize().reshape(codes.shape))
     if fp4spec.get_format(sch.element).has_nan:
         pos = sch.element.nan_codes  # the NaN codes of x[0]: NaN (+), -NaN (-), Inf*0 and -Inf*0 (host)
-        codes, _ = mx_torch(x, fp4spec.get_scheme(name))
+        codes, _ = mx_torch(dev, x, fp4spec.get_scheme(name))
         c = codes[0, 0, :4].tolist()
         assert set(c) <= set(pos) and (c[2] < 0x80) and (c[3] >= 0x80)
         assert (c[0] >= 0x80) == (c[1] >= 0x80) == G.HOST_INVALID_NAN_NEGATIVE
 
 
 @pytest.mark.parametrize("name", G.MX_SCHEMES)
-def test_mx_dequantize_every_code_and_scale(name):
+def test_mx_dequantize_every_code_and_scale(dev, name):
     sch = fp4spec.get_scheme(name)
     every = np.resize(np.arange(1 << sch.element.bits, dtype=np.uint8), 256).reshape(-1, 32)  # 8 blocks
     codes = np.tile(every, (8, 1, 1))  # (8 scales, 8 blocks, 32)
     scales = np.repeat(np.array([0, 1, 2, 100, 127, 200, 254, 255], np.uint8)[:, None], 8, axis=1)
-    got = G.dequantize_mx_blocks(_t(codes), _t(scales), sch)
+    got = G.dequantize_mx_blocks(_t(codes, dev), _t(scales, dev), sch)
     assert got.dtype == torch.float32
     assert_same_f32(got, blockscale.dequantize_mx(codes, scales, sch))
 
@@ -343,7 +352,7 @@ def test_mx_dequantize_every_code_and_scale(name):
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), spec=st.sampled_from([(n, r, p) for n, r in MX for p in PROFILES]),
        mode=st.sampled_from(MODES), sr_bits=st.sampled_from([1, 8, 24]), axis=st.sampled_from([-1, 0]))
-def test_mx_hypothesis(data, spec, mode, sr_bits, axis):
+def test_mx_hypothesis(dev, data, spec, mode, sr_bits, axis):
     name, rule, profile = spec
     sch = fp4spec.get_scheme(name, scale_rule=rule, profile=profile)
     x = data.draw(fst.tensors(sch))
@@ -351,7 +360,7 @@ def test_mx_hypothesis(data, spec, mode, sr_bits, axis):
         x = np.ascontiguousarray(x.T)
     rb = _rbits(np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1))), x.shape, sr_bits) \
         if mode == "sr" else None
-    assert_mx_equal(x, sch, axis, mode, rb, sr_bits)
+    assert_mx_equal(dev, x, sch, axis, mode, rb, sr_bits)
 
 
 # =================================================================================================
@@ -416,76 +425,76 @@ def hif4_adversarial(n, seed=0):
 HIF4_X = hif4_adversarial(600, seed=5)
 
 
-def assert_hif4_equal(x, **kw):
+def assert_hif4_equal(dev, x, **kw):
     want = nh.hif4_quantize(x, **kw)
-    got = G.hif4_quantize(_t(x) if isinstance(x, np.ndarray) else x, **kw)
+    got = G.hif4_quantize(_t(x, dev) if isinstance(x, np.ndarray) else x, **kw)
     for f in HIF4_FIELDS:
         assert got[f].dtype == torch.uint8, f
-        np.testing.assert_array_equal(got[f].numpy(), want[f], err_msg=f)
+        np.testing.assert_array_equal(_n(got[f]), want[f], err_msg=f)
     axis = kw.get("axis", -1)
     assert_same_f32(G.hif4_dequantize(**got, axis=axis), nh.hif4_dequantize(**want, axis=axis))
     return got
 
 
 @pytest.mark.parametrize("arith", ARITHS)
-def test_hif4_adversarial_rowwise_and_axis0(arith):
+def test_hif4_adversarial_rowwise_and_axis0(dev, arith):
     x = HIF4_X.reshape(-1, 8 * 64)  # 75 rows of 8 groups
-    assert_hif4_equal(x, arith=arith)
-    assert_hif4_equal(np.ascontiguousarray(x.T), arith=arith, axis=0)
-    assert_hif4_equal(x.reshape(5, 15, 512), arith=arith, axis=2)
+    assert_hif4_equal(dev, x, arith=arith)
+    assert_hif4_equal(dev, np.ascontiguousarray(x.T), arith=arith, axis=0)
+    assert_hif4_equal(dev, x.reshape(5, 15, 512), arith=arith, axis=2)
 
 
 @pytest.mark.parametrize("arith", ARITHS)
-def test_hif4_random_and_conformance_tensors(arith):
+def test_hif4_random_and_conformance_tensors(dev, arith):
     rng = np.random.default_rng(7)
     x = (rng.standard_normal((64, 256)) * np.exp2(rng.integers(-60, 60, (64, 1)))).astype(np.float32)
-    assert_hif4_equal(x, arith=arith)
-    assert_hif4_equal(x, arith=arith, axis=0)
+    assert_hif4_equal(dev, x, arith=arith)
+    assert_hif4_equal(dev, x, arith=arith, axis=0)
     sch = fp4spec.get_scheme("hif4")
     for seed in range(4):
         r = np.random.default_rng(seed)
         kinds = builders.kinds_for(sch)
         t = builders.build_tensor(r, sch, [kinds[(seed + i) % len(kinds)] for i in range(12)], block_rows=3,
                                   block_cols=4, spread=40)
-        assert_hif4_equal(t, arith=arith)
+        assert_hif4_equal(dev, t, arith=arith)
 
 
 @pytest.mark.parametrize("arith", ARITHS)
-def test_hif4_padding_and_nonfinite_groups(arith):
+def test_hif4_padding_and_nonfinite_groups(dev, arith):
     x = HIF4_X[:24].reshape(4, 6 * 64)[:, :-37].copy()  # a ragged last group
-    assert_hif4_equal(x, arith=arith, pad=True)
-    assert_hif4_equal(np.ascontiguousarray(x.T), arith=arith, pad=True, axis=0)
+    assert_hif4_equal(dev, x, arith=arith, pad=True)
+    assert_hif4_equal(dev, np.ascontiguousarray(x.T), arith=arith, pad=True, axis=0)
     y = HIF4_X[:32].reshape(4, 512).copy()
     y[0, 3], y[1, 70], y[2, 200], y[2, 201], y[3, :64] = np.nan, np.inf, -np.inf, -np.nan, np.inf
-    got = assert_hif4_equal(y, arith=arith, nonfinite="propagate")
+    got = assert_hif4_equal(dev, y, arith=arith, nonfinite="propagate")
     assert (got["scales"] == 0xFF).sum() == 4
-    assert_hif4_equal(np.ascontiguousarray(y.T), arith=arith, nonfinite="propagate", axis=0)
+    assert_hif4_equal(dev, np.ascontiguousarray(y.T), arith=arith, nonfinite="propagate", axis=0)
 
 
-def test_hif4_zero_and_negative_zero_groups():
+def test_hif4_zero_and_negative_zero_groups(dev):
     x = np.zeros((3, 128), np.float32)
     x[1] = -0.0
     x[2, :64] = -np.float32(2.0 ** -149)
     for arith in ARITHS:
-        got = assert_hif4_equal(x, arith=arith)
+        got = assert_hif4_equal(dev, x, arith=arith)
         assert got["codes"][2, :64].tolist() == [8] * 64  # a negative value rounding to 0 keeps its sign
 
 
 @pytest.mark.parametrize("arith", ARITHS)
-def test_hif4_input_dtypes(arith):
+def test_hif4_input_dtypes(dev, arith):
     x = HIF4_X[:16].reshape(2, 512)
     for dt, npdt in ((torch.float16, np.float16), (torch.bfloat16, ml_dtypes.bfloat16)):
         xs = np.clip(x, -6e4, 6e4).astype(npdt)
-        got = G.hif4_quantize(_t(xs.astype(np.float32)).to(dt), arith=arith)
+        got = G.hif4_quantize(_t(xs.astype(np.float32), dev).to(dt), arith=arith)
         want = nh.hif4_quantize(xs, arith=arith)
         for f in HIF4_FIELDS:
-            np.testing.assert_array_equal(got[f].numpy(), want[f])
+            np.testing.assert_array_equal(_n(got[f]), want[f])
     x64 = x.astype(np.float64) * (1 + 2.0 ** -30)  # rounds to float32 first (RNE)
     x64[0, 0] = 1e300  # beyond float32: Inf, a NaN group
-    assert_hif4_equal(x64, arith=arith, nonfinite="propagate")
+    assert_hif4_equal(dev, x64, arith=arith, nonfinite="propagate")
 
 
-def test_hif4_errors_match_emulator():
+def test_hif4_errors_match_emulator(dev):
     x = HIF4_X[:8].reshape(2, 256).copy()
     cases = [
         (x[:, :100], {}),
@@ -501,7 +510,7 @@ def test_hif4_errors_match_emulator():
     big[0, 5] = 1e300
     cases.append((big, {}))
     for arr, kw in cases:
-        assert _outcome(lambda: G.hif4_quantize(_t(arr), **kw)) == _outcome(lambda: nh.hif4_quantize(arr, **kw))
+        assert _outcome(lambda: G.hif4_quantize(_t(arr, dev), **kw)) == _outcome(lambda: nh.hif4_quantize(arr, **kw))
     with pytest.raises(TypeError, match="x: dtype torch.int32 is not supported"):
         G.hif4_quantize(torch.zeros((1, 64), dtype=torch.int32))
     q = nh.hif4_quantize(x)
@@ -509,23 +518,23 @@ def test_hif4_errors_match_emulator():
                                 ("e1_8", 2, "e1_8: every entry must lie in 0..1")):
         bad_q = {k: np.array(v) for k, v in q.items()}
         bad_q[field].flat[0] = value
-        assert _outcome(lambda: G.hif4_dequantize(**{k: _t(v) for k, v in bad_q.items()})) == \
+        assert _outcome(lambda: G.hif4_dequantize(**{k: _t(v, dev) for k, v in bad_q.items()})) == \
             _outcome(lambda: nh.hif4_dequantize(**bad_q))
         with pytest.raises(ValueError, match=match):
-            G.hif4_dequantize(**{k: _t(v) for k, v in bad_q.items()})
+            G.hif4_dequantize(**{k: _t(v, dev) for k, v in bad_q.items()})
     shapes = {k: np.array(v) for k, v in q.items()}
     shapes["e1_16"] = shapes["e1_16"][..., :8]
-    assert _outcome(lambda: G.hif4_dequantize(**{k: _t(v) for k, v in shapes.items()})) == \
+    assert _outcome(lambda: G.hif4_dequantize(**{k: _t(v, dev) for k, v in shapes.items()})) == \
         _outcome(lambda: nh.hif4_dequantize(**shapes))
 
 
-def test_hif4_dequantize_nan_scale_and_every_code():
+def test_hif4_dequantize_nan_scale_and_every_code(dev):
     codes = np.tile(np.arange(16, dtype=np.uint8), (4, 4))  # 4 groups of 64
     scales = np.array([[0], [0xC1], [0xFE], [0xFF]], np.uint8)
     rng = np.random.default_rng(0)
     e1_8 = rng.integers(0, 2, (4, 1, 8)).astype(np.uint8)
     e1_16 = rng.integers(0, 2, (4, 1, 16)).astype(np.uint8)
-    got = G.hif4_dequantize(_t(codes), _t(scales), _t(e1_8), _t(e1_16))
+    got = G.hif4_dequantize(_t(codes, dev), _t(scales, dev), _t(e1_8, dev), _t(e1_16, dev))
     assert got.dtype == torch.float32
     assert_same_f32(got, nh.hif4_dequantize(codes, scales, e1_8, e1_16))
 
@@ -533,11 +542,11 @@ def test_hif4_dequantize_nan_scale_and_every_code():
 @pytest.mark.parametrize("arith", ARITHS)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), axis=st.sampled_from([-1, 0]))
-def test_hif4_hypothesis(arith, data, axis):
+def test_hif4_hypothesis(dev, arith, data, axis):
     x = data.draw(fst.tensors("hif4"))
     if axis == 0:
         x = np.ascontiguousarray(x.T)
-    assert_hif4_equal(x, arith=arith, axis=axis)
+    assert_hif4_equal(dev, x, arith=arith, axis=axis)
 
 
 # =================================================================================================
@@ -547,11 +556,10 @@ def test_hif4_hypothesis(arith, data, axis):
 SPECS = [*G.mx_scheme_specs(), "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4"]
 
 
-@pytest.fixture(scope="module")
-def backend():
+def _backend(dev):
     from fp4spec.backends.torch_backend import TorchBackend
 
-    return TorchBackend(device="cpu")
+    return TorchBackend(device=dev)
 
 
 def _claimed_modes(backend, spec):
@@ -562,7 +570,8 @@ def _claimed_modes(backend, spec):
 
 
 @pytest.mark.parametrize("spec", SPECS)
-def test_backend_quantize_claimed(backend, spec):
+def test_backend_quantize_claimed(dev, spec):
+    backend = _backend(dev)
     modes = _claimed_modes(backend, spec)
     if not modes:
         pytest.skip(f"torch backend does not claim {spec} yet")
@@ -583,7 +592,8 @@ def test_backend_quantize_claimed(backend, spec):
                 assert_same_f32(backend.dequantize(ref), fp4spec.dequantize(ref))
 
 
-def test_backend_encode_claimed(backend):
+def test_backend_encode_claimed(dev):
+    backend = _backend(dev)
     caps = backend.capabilities()
     if "encode" not in caps.operations:
         pytest.skip("torch backend does not claim encode")
@@ -601,13 +611,14 @@ def test_backend_encode_claimed(backend):
                 backend.encode(np.array([1.0, np.nan], np.float32), fmt)
 
 
-def test_quantize_api_hif4_torch_tensors(backend):
+def test_quantize_api_hif4_torch_tensors(dev):
     """fp4spec.quantize / dequantize of torch tensors with backend='torch' (the quantize_api patch)."""
+    backend = _backend(dev)
     if not _claimed_modes(backend, "hif4"):
         pytest.skip("torch backend does not claim hif4 yet")
     x = HIF4_X[:32].reshape(4, 512)
     ref = fp4spec.quantize(x, "hif4")
-    q = fp4spec.quantize(_t(x), "hif4", backend="torch")
+    q = fp4spec.quantize(_t(x, dev), "hif4", backend="torch")
     assert q.backend == "torch" and q.is_torch and q.e1_8 is not None
     assert q.equals(ref)
     assert_same_f32(q.dequantize(), ref.dequantize())
