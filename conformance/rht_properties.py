@@ -48,7 +48,7 @@ from fp4spec.rht import RHT, hadamard
 
 from . import builders
 from .compare import Departure, compare_quantized, depart, tensor_record
-from .report import f32_hex, f32_text
+from .report import f32_hex
 
 #: Input kinds of :func:`rht_tensor`.
 RHT_KINDS = ("student_t", "wide_span", "bf16_ties", "element_ties", "specials")
