@@ -24,7 +24,7 @@ from .api import decode, draw_rbits, encode
 from .block_schemes import Scheme, get_scheme, schemes
 from .quantize_api import dequantize, quantize, select_backend
 from .quantized import QuantizedTensor
-from .rht import inverse_rht, rht
+from .rht import RHT, inverse_rht, resolve_rht, rht
 from . import analysis
 from .backends import Backend, Capabilities, get_backend
 from .matmul_api import matmul
@@ -54,6 +54,7 @@ __all__ = [
     "p3109_format",
     "register_format",
     "QuantizedTensor",
+    "RHT",
     "ROUNDING_MODES",
     "Scheme",
     "blocked_shape",
@@ -66,6 +67,7 @@ __all__ = [
     "inverse_rht",
     "pack",
     "quantize",
+    "resolve_rht",
     "rht",
     "schemes",
     "select_backend",
