@@ -1,16 +1,19 @@
-"""The torch backend: every 4-bit block scheme's quantize, dequantize and encode in torch ops.
+"""The torch backend: every block scheme's quantize, dequantize and encode in torch ops.
 
 Runs on any torch device (CPU, CUDA, ROCm) and is bit-exact with the numpy emulator
 (:mod:`emulator.blockscale`): the same float32 operations in the same order, each one a
 separate eager torch op (IEEE float32, round-to-nearest-even on every device; no fused
 multiply-add, no torch.compile reassociation).
 
-Supported (``capabilities()``): MX schemes with E2M1 elements (``mxfp4``; scale rules
-floor, ceil, even, rceil; profiles ocp and torchao) and two-level schemes with the
-TransformerEngine profile (``nvfp4``, ``nvfp4_2d``, ``ufp4``, ``nvint4``; scale rule amax);
-rounding ``rne`` and ``sr`` (random bits given); the RHT with the pinned ``fwht-fp32``
-arithmetic at every size (:func:`apply_rht`: the same float32 butterfly as
-:func:`fp4spec.rht.rht`). Anything else raises NotImplementedError.
+Supported (``capabilities()``): MX schemes with any float element (``mxfp4``,
+``mxfp6_e2m3``, ``mxfp6_e3m2``, ``mxfp8_e4m3``, ``mxfp8_e5m2``; scale rules floor, ceil,
+even, rceil; profiles ocp and torchao), two-level schemes with the TransformerEngine profile
+(``nvfp4``, ``nvfp4_2d``, ``ufp4``, ``nvint4``; scale rule amax) and ``hif4``; every
+rounding mode (``sr``: random bits given; HiF4: its own, ``rne``); encode for every
+catalogued format (:mod:`fp4spec.backends.torch_generic` holds the element encoder, the MX
+path and HiF4); the RHT with the pinned ``fwht-fp32`` arithmetic at every size
+(:func:`apply_rht`: the same float32 butterfly as :func:`fp4spec.rht.rht`). Anything else
+raises NotImplementedError.
 
 Lower level: :func:`quantize_tensors` returns torch tensors on x's device (codes, scales,
 tensor scale) without leaving the device; :meth:`TorchBackend.quantize` wraps them in a
@@ -23,18 +26,20 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import torch_generic as _gen
 from .base import Backend as _Base
 
 from fp4spec.block_schemes import Scheme, get_scheme
-from fp4spec.number_formats import get_format
+from fp4spec.number_formats import formats as _formats, get_format
 from fp4spec.quantized import QuantizedTensor
 from fp4spec.rht import RHT_SIZES, fwht_scale, resolve_rht
 
 F32_MAX = float(np.finfo(np.float32).max)
 SIGN_MASK = 0x7FFFFFFF
 
+#: Element formats of the two-level schemes (MX: any float element; encode: every format).
 ELEMENTS = ("e2m1", "e1m2", "int4_sym")
-ROUNDINGS = ("rne", "sr")
+ROUNDINGS = _gen.ROUNDINGS
 
 
 def _torch():
@@ -86,36 +91,14 @@ def _const(vals, dtype, device):
 
 def encode_elements(y, fmt_name: str, rounding: str = "rne", rbits=None, sr_bits: int = 8,
                     neg_zero: str = "preserve", zero_positive: bool = False):
-    """Codes (uint8) of float32 values y with saturation, as :func:`emulator.encode.encode`.
+    """Codes (uint8) of float32 values y with saturation and the block schemes' NaN policy
+    (the format's NaN, else +0): :func:`fp4spec.backends.torch_generic.encode_elements`,
+    every format and rounding mode. ``zero_positive``: an exact -0.0 encodes as +0 (TE's
+    ``y + 0``; other negatives keep their sign)."""
+    from fp4spec.scaling import element_nan_policy
 
-    ``zero_positive``: an exact -0.0 encodes as +0 (TE's ``y + 0``; other negatives keep
-    their sign). SR: away from zero iff ``(|y| - lo) * 2^N >= (2^N - r) * (hi - lo)`` in
-    float64 (exact), as the emulator.
-    """
-    torch = _torch()
-    dt = "float64" if y.dtype == torch.float64 else "float32"
-    t = element_tables(fmt_name, neg_zero, dt)
-    dev = y.device
-    a = y.abs()
-    if rounding == "rne":
-        idx = torch.bucketize(a, _const(t["rne"], y.dtype, dev), right=True)
-    elif rounding == "sr":
-        down = torch.bucketize(a, _const(t["down"], y.dtype, dev), right=True)
-        mags = _const(t["mags"], torch.float64, dev)
-        top = len(t["mags"]) - 1
-        lo = mags[down]
-        hi = mags[(down + 1).clamp(max=top)]
-        scale = float(1 << sr_bits)
-        a64 = a.double()
-        r = rbits.to(torch.float64)
-        up = (a64 - lo) * scale >= (scale - r) * (hi - lo)
-        up &= (a64 > lo) & (down < top)
-        idx = down + up.to(down.dtype)
-    else:
-        raise NotImplementedError(f"rounding: {rounding!r} (torch backend: 'rne', 'sr')")
-    neg = (y < 0) if zero_positive else torch.signbit(y)
-    codes = torch.where(neg, _const(t["neg"], torch.uint8, dev)[idx], _const(t["pos"], torch.uint8, dev)[idx])
-    return torch.where(torch.isnan(y), torch.full_like(codes, t["nan"]), codes)
+    return _gen.encode_elements(y, fmt_name, rounding, rbits, sr_bits, nan=element_nan_policy(get_format(fmt_name)),
+                                neg_zero=neg_zero, zero_positive=zero_positive)
 
 
 # -- float32 bit helpers -------------------------------------------------------------------------
@@ -193,21 +176,9 @@ def mx_exponents(amax, scheme: Scheme):
 
 
 def quantize_mx_blocks(xb, scheme: Scheme, rounding="rne", rbits=None, sr_bits=8):
-    """MX quantization of float32 blocks (..., nb, k): (codes uint8, scale codes uint8)."""
-    torch = _torch()
-    amax = abs_max(xb)
-    e, nan_scale = mx_exponents(amax, scheme)
-    scale_codes = torch.where(nan_scale, torch.full_like(e, 0xFF), e + 127).to(torch.uint8)
-    if scheme.policies["mx_element_scaling"] == "exact":
-        shift = -e
-    elif scheme.scale_rule == "rceil":
-        shift = torch.where(e == -127, torch.zeros_like(e), -e)
-    else:
-        shift = -e.clamp(min=-126)
-    mult = torch.where(nan_scale, torch.zeros_like(amax), pow2_f32(shift))
-    y = xb * mult.unsqueeze(-1)
-    codes = encode_elements(y, scheme.element.name, rounding, rbits, sr_bits)
-    return codes, scale_codes
+    """MX quantization of float32 blocks (..., nb, k) with any float element: (codes uint8,
+    scale codes uint8), :func:`fp4spec.backends.torch_generic.quantize_mx_blocks`."""
+    return _gen.quantize_mx_blocks(xb, scheme, rounding, rbits, sr_bits)
 
 
 @lru_cache(maxsize=None)
@@ -365,11 +336,19 @@ def as_torch(x, device=None):
 def check_request(scheme: Scheme, rounding: str):
     if rounding not in ROUNDINGS:
         raise NotImplementedError(f"rounding: {rounding!r} (torch backend: {', '.join(ROUNDINGS)})")
-    if scheme.element.name not in ELEMENTS:
-        raise NotImplementedError(f"{scheme.name}: element {scheme.element.name!r} (torch backend: {', '.join(ELEMENTS)})")
-    if scheme.structure == "two_level":
+    if scheme.structure == "hif4":
+        if rounding != "rne":
+            raise NotImplementedError(f"{scheme.name}: rounding {rounding!r} (HiF4 rounds its elements as its "
+                                      f"golden model does: 'rne' only)")
+    elif scheme.structure == "mx":
+        if scheme.element.bits > 8:
+            raise NotImplementedError(f"{scheme.name}: element {scheme.element.name!r} (codes must fit in a byte)")
+    elif scheme.structure == "two_level":
+        if scheme.element.name not in ELEMENTS:
+            raise NotImplementedError(f"{scheme.name}: element {scheme.element.name!r} (torch backend, two-level: "
+                                      f"{', '.join(ELEMENTS)})")
         check_two_level(scheme)
-    elif scheme.structure != "mx":
+    else:
         raise NotImplementedError(f"{scheme.name}: structure {scheme.structure!r}")
 
 
@@ -379,15 +358,16 @@ SR_BITS = (1, 24)
 
 def check_dequantize(scheme: Scheme):
     """NotImplementedError unless :func:`dequantize_tensors` handles the scheme: every MX and
-    two-level scheme (any element format, either dequantize order); not HiF4."""
-    if scheme.structure not in ("mx", "two_level"):
+    two-level scheme (any element format, either dequantize order) and HiF4."""
+    if scheme.structure not in ("mx", "two_level", "hif4"):
         raise NotImplementedError(f"{scheme.name}: structure {scheme.structure!r} (torch backend dequantizes "
-                                  f"MX and two-level schemes)")
+                                  f"MX, two-level and HiF4 schemes)")
 
 
 def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, rht=None, **overrides):
     """Quantize a torch tensor on its device: dict of ``codes`` (uint8, blocked axis last),
-    ``scales`` (uint8, (..., n_blocks)), ``global_scale`` (0-d float32 tensor or None).
+    ``scales`` (uint8, (..., n_blocks)), ``global_scale`` (0-d float32 tensor or None); for
+    HiF4 also ``e1_8``, ``e1_16`` (uint8, (..., n_groups, 8 or 16)).
 
     ``rht`` (None, an :class:`~fp4spec.rht.RHT`, ``"te"`` or a seed; fwht-fp32 only): the
     values quantized are ``apply_rht(x)`` along ``axis``, as :func:`fp4spec.quantize` step 3."""
@@ -418,6 +398,10 @@ def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=
         raise ValueError(f"rbits: only used with rounding='sr', not {rounding!r}")
     else:
         rb = None
+    if sch.structure == "hif4":  # rne only; arith float64, NaN/Inf raise: as fp4spec.quantize
+        out = _gen.hif4_quantize(xm)
+        return {"codes": out["codes"], "scales": out["scales"], "global_scale": None, "scheme": sch,
+                "e1_8": out["e1_8"], "e1_16": out["e1_16"]}
     xb = xm.reshape(*xm.shape[:-1], -1, k)
     if sch.structure == "mx":
         codes, scales = quantize_mx_blocks(xb, sch, rounding, rb, sr_bits)
@@ -427,9 +411,14 @@ def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=
     return {"codes": codes.reshape(xm.shape), "scales": scales, "global_scale": g, "scheme": sch}
 
 
-def dequantize_tensors(codes, scales, global_scale, scheme: Scheme):
-    """float32 values from codes (blocked axis last) and scales (torch tensors, one device)."""
+def dequantize_tensors(codes, scales, global_scale, scheme: Scheme, e1_8=None, e1_16=None):
+    """float32 values from codes (blocked axis last) and scales (torch tensors, one device);
+    HiF4 also needs its micro-exponent bits ``e1_8``, ``e1_16``."""
     torch = _torch()
+    if scheme.structure == "hif4":
+        if e1_8 is None or e1_16 is None:
+            raise ValueError("e1_8, e1_16: HiF4 codes decode with their micro-exponent bits; pass both")
+        return _gen.hif4_dequantize(codes, scales, e1_8, e1_16)
     k = scheme.block_size
     cb = codes.reshape(*codes.shape[:-1], -1, k)
     if scheme.structure == "mx":
@@ -474,12 +463,12 @@ class TorchBackend(_Base):
     def capabilities(self):
         from .base import Capabilities
 
-        mx = [f"mxfp4:scale_rule={r}" if r != "floor" else "mxfp4" for r in ("floor", "ceil", "even", "rceil")]
         return Capabilities(
-            schemes=(*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4"),
+            schemes=(*_gen.mx_scheme_specs(), "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4"),
             rounding=ROUNDINGS,
+            scheme_rounding={"hif4": ("rne",)},
             operations=("quantize", "dequantize", "encode"),
-            formats=ELEMENTS,
+            formats=tuple(_formats),
             sr_bits=tuple(range(SR_BITS[0], SR_BITS[1] + 1)),
             notes=f"torch eager float32 ops on {self.device}",
             rht=tuple(f"{n}/fwht-fp32" for n in RHT_SIZES),
@@ -506,34 +495,31 @@ class TorchBackend(_Base):
         out = quantize_tensors(x, resolve_scheme(scheme), axis=axis, rounding=rounding, rbits=rbits,
                                sr_bits=sr_bits, rht=rht)
         g = out["global_scale"]
+        e1 = {f: _np(out[f]) for f in ("e1_8", "e1_16") if out.get(f) is not None}
         return QuantizedTensor.from_moved(_np(out["codes"]), _np(out["scales"]),
                                           None if g is None else np.float32(_np(g)), out["scheme"],
-                                          axis % x.dim(), tuple(x.shape), backend=self.name, rht=rht)
+                                          axis % x.dim(), tuple(x.shape), backend=self.name, rht=rht, **e1)
 
     def dequantize(self, q: QuantizedTensor) -> np.ndarray:
         """float32 values in x's shape (numpy; :func:`dequantize_tensors` stays on the device)."""
         torch = _torch()
         m = q.moved()
         dev = self.device
-        out = dequantize_tensors(as_torch(m["codes"], dev), as_torch(m["scales"], dev), q.global_scale, q.scheme)
+        e1 = {f: as_torch(m[f], dev) for f in ("e1_8", "e1_16") if m[f] is not None}
+        out = dequantize_tensors(as_torch(m["codes"], dev), as_torch(m["scales"], dev), q.global_scale, q.scheme,
+                                 **e1)
         out = torch.movedim(out, -1, q.axis)
         return np.ascontiguousarray(_np(out)[tuple(slice(0, n) for n in q.shape)])
 
     def encode(self, x, fmt, rounding="rne", *, rbits=None, sr_bits=8) -> np.ndarray:
-        """Element codes of x in a 4-bit format (saturating; NaN raises ValueError), as :func:`fp4spec.encode`."""
+        """Codes of x in any format, as :func:`fp4spec.encode` with its default policies
+        (saturate; NaN: the format's NaN, or ValueError where it has none)."""
         torch = _torch()
-        name = get_format(fmt).name
-        if name not in ELEMENTS:
-            raise NotImplementedError(f"fmt: {name!r} (torch backend: {', '.join(ELEMENTS)})")
         xt = as_torch(np.asarray(x) if not isinstance(x, torch.Tensor) else x, self.device)
         if xt.dtype != torch.float64:
             xt = xt.to(torch.float32)
-        if bool(torch.isnan(xt).any()):  # fp4spec.encode's default nan='auto': these formats have no NaN
-            from fp4spec.reference import nan_error
-
-            raise nan_error(get_format(fmt))
         rb = None if rbits is None else as_torch(np.asarray(rbits).astype(np.int64), xt.device).expand(xt.shape)
-        return _np(encode_elements(xt, name, rounding, rb, sr_bits))
+        return _np(_gen.encode_elements(xt, get_format(fmt), rounding, rb, sr_bits))
 
 
 __all__ = ["TorchBackend", "apply_rht", "check_dequantize", "check_request", "dequantize_tensors", "element_values",

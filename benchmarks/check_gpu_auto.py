@@ -24,9 +24,10 @@ CASES = [
     ("nvfp4_2d", "rne", "triton"),
     ("ufp4", "rne", "triton"),
     ("nvint4", "rne", "triton"),
-    ("nvfp4", "rna", "numpy")  # no rna kernel in triton or torch,
-    ("hif4", "rne", "numpy"),
-    ("mxfp6_e2m3", "rne", "numpy"),
+    ("nvfp4", "rna", "torch"),  # the triton kernels round rne and sr; torch every mode
+    ("hif4", "rne", "torch"),
+    ("mxfp6_e2m3", "rne", "torch"),
+    ("mxfp8_e4m3", "rto", "torch"),
 ]
 
 

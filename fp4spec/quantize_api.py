@@ -435,9 +435,11 @@ def _quantize_tensor(x, sch: Scheme, name: str, axis, rounding, rbits, sr_bits, 
         out = _torch_backend().quantize_tensors(xt, sch, axis=run_axis, rounding=rounding, rbits=rb, sr_bits=sr_bits,
                                                 rht=rht)
         codes, scales, g = out["codes"], out["scales"], out["global_scale"]
+        e1 = {f: out[f] for f in ("e1_8", "e1_16") if out.get(f) is not None}  # HiF4
     else:
         codes, scales, g = _triton_tensors(xt, sch, run_axis, rounding, rb, sr_bits, rht)
-    return QuantizedTensor.from_moved(codes, scales, g, sch, ax, shape, backend=name, rht=rht)
+        e1 = {}
+    return QuantizedTensor.from_moved(codes, scales, g, sch, ax, shape, backend=name, rht=rht, **e1)
 
 
 def _triton_tensors(x, sch: Scheme, axis: int, rounding, rb, sr_bits, rht=None):
@@ -494,9 +496,9 @@ def dequantize(q: QuantizedTensor):
     rounding, when q was not padded (the RHT ran over the padding too, which is cropped here).
 
     A numpy QuantizedTensor gives a numpy array (the emulator). One of torch tensors gives a
-    float32 torch tensor on their device: MX and two-level schemes run the torch backend's
-    :func:`~fp4spec.backends.torch_backend.dequantize_tensors` there (the same float32
-    operations); others (HiF4) run the emulator on a CPU copy.
+    float32 torch tensor on their device: the schemes the torch backend dequantizes (MX,
+    two-level, HiF4) run its :func:`~fp4spec.backends.torch_backend.dequantize_tensors`
+    there (the same float32 operations); others run the emulator on a CPU copy.
     """
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
@@ -533,7 +535,7 @@ def _dequantize_tensor(q: QuantizedTensor):
         out = dequantize(q.to_numpy())
         return torch.from_numpy(np.array(out, dtype=np.float32, order="C")).to(q.device)
     m = q.moved()
-    out = tb.dequantize_tensors(m["codes"], m["scales"], q.global_scale, q.scheme)
+    out = tb.dequantize_tensors(m["codes"], m["scales"], q.global_scale, q.scheme, e1_8=m["e1_8"], e1_16=m["e1_16"])
     out = torch.movedim(out, -1, q.axis)
     return out[tuple(slice(0, n) for n in q.shape)].contiguous()
 

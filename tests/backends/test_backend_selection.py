@@ -38,10 +38,13 @@ AUTO_CPU = [
     ("ufp4", {}, "rne", "torch"),
     ("nvint4", {}, "rne", "torch"),
     ("nvfp4", {}, "sr", "torch"),
-    ("nvfp4", {}, "rtz", "numpy"),  # the torch backend rounds rne and sr only
+    ("nvfp4", {}, "rtz", "torch"),
+    ("mxfp4", {}, "rto", "torch"),
     ("nvfp4", {"profile": "torchao"}, "rne", "numpy"),  # the TE chain only
-    ("mxfp8_e4m3", {}, "rne", "numpy"),
-    ("mxfp6_e2m3", {}, "rne", "numpy"),
+    ("nvfp4", {"scale_rule": "4over6"}, "rne", "numpy"),
+    ("mxfp8_e4m3", {}, "rne", "torch"),
+    ("mxfp8_e5m2", {"scale_rule": "rceil"}, "rna", "torch"),
+    ("mxfp6_e2m3", {}, "rne", "torch"),
 ]
 AUTO_IDS = [f"{n}{''.join('-' + str(v) for v in o.values())}-{r}" for n, o, r, _ in AUTO_CPU]
 
@@ -290,10 +293,11 @@ def test_explicit_triton_unsupported_request(monkeypatch):
 
 def test_explicit_torch_unsupported_request():
     x = torch.from_numpy(adversarial(0))
-    with pytest.raises(BackendError, match=r"backend: 'torch' cannot quantize nvfp4 with rounding='rtz': rounding"):
-        fp4spec.quantize(x, "nvfp4", rounding="rtz", backend="torch")
-    with pytest.raises(BackendError, match=r"'torch' cannot quantize hif4"):
-        fp4spec.quantize(x, "hif4", backend="torch")
+    with pytest.raises(BackendError, match=r"backend: 'torch' cannot quantize hif4 with rounding='rtz': hif4: "
+                                           r"rounding 'rtz'"):
+        fp4spec.quantize(x, "hif4", rounding="rtz", backend="torch")
+    with pytest.raises(BackendError, match=r"'torch' cannot quantize nvfp4 .*element 'e4m3'"):
+        fp4spec.quantize(x, "nvfp4", element="e4m3", backend="torch")
     with pytest.raises(BackendError, match=r"'torch'.*TransformerEngine"):
         fp4spec.quantize(x.numpy(), "nvfp4", profile="torchao", backend="torch")
 
@@ -370,10 +374,11 @@ def test_auto_prefers_triton_on_cuda(fake_cuda_triton):
     assert select_backend(xt, "nvfp4", element_max=4.0) == "torch"
     assert "element_max" in unsupported_reason("triton", xt, fp4spec.get_scheme("nvfp4", element_max=4.0),
                                                auto=True)
+    assert select_backend(xt, "nvfp4", rounding="rtz") == "torch"
+    assert select_backend(xt, "hif4") == "torch"
     # both refuse: numpy
-    assert select_backend(xt, "nvfp4", rounding="rtz") == "numpy"
     assert select_backend(xt, "nvfp4", rounding="sr", sr_bits=25) == "numpy"
-    assert select_backend(xt, "hif4") == "numpy"
+    assert select_backend(xt, "nvfp4", profile="torchao") == "numpy"
     assert select_backend(xt[:0], "nvfp4") == "torch"  # the kernels need a block
 
 
@@ -409,7 +414,7 @@ def test_explicit_backend_is_never_replaced(fake_cuda_triton):
     assert select_backend(xt, "nvfp4", backend="torch") == "torch"
     assert select_backend(xt, "nvfp4", backend="numpy") == "numpy"
     with pytest.raises(BackendError, match="'torch'"):
-        select_backend(xt, "nvfp4", rounding="rtz", backend="torch")
+        select_backend(xt, "nvfp4", profile="torchao", backend="torch")
 
 
 # -- QuantizedTensor holding torch tensors -----------------------------------------------------------

@@ -157,7 +157,9 @@ def test_unsupported_raises(backend):
     with pytest.raises(NotImplementedError):
         backend.quantize(np.ones((16, 32), np.float32), fp4spec.get_scheme("nvfp4", profile="torchao"))
     with pytest.raises(NotImplementedError):
-        backend.quantize(np.ones((16, 32), np.float32), fp4spec.get_scheme("mxfp4"), rounding="rtz")
+        backend.quantize(np.ones((16, 32), np.float32), fp4spec.get_scheme("nvfp4", scale_rule="4over6"))
+    with pytest.raises(NotImplementedError):
+        backend.quantize(np.ones((16, 64), np.float32), fp4spec.get_scheme("hif4"), rounding="rtz")
 
 
 # -- the RHT (fwht-fp32) in torch ops --------------------------------------------------------------------
