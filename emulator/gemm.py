@@ -139,6 +139,14 @@ def round_int_to_f32(s: np.ndarray, exp: np.ndarray, mode: str) -> np.ndarray:
     return np.where(s < 0, -v, v).astype(np.float32)
 
 
+def step_zero(out: np.ndarray, model: AccumulatorModel) -> np.ndarray:
+    """:func:`fp4spec.gemm_reference.step_zero` on an array: with ``zero_sign="positive"``
+    every zero (-0.0 from a negative sum that rounded to 0) becomes +0.0."""
+    if model.zero_sign == "positive":
+        return np.where(out == 0, np.float32(0.0), out).astype(np.float32)
+    return out
+
+
 def f32_terms(c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(M, e, zero) of finite float32 values: ``c = M * 2^(e - 23)``, e = max(exponent, -126).
 
@@ -406,7 +414,8 @@ def _fused(terms, c_terms, model: AccumulatorModel) -> np.ndarray:
 
     1. e_max = the largest assigned exponent (zero terms: e_zero).
     2. S = sum of trunc(N * 2^(x + F - e_max)) (integers in units of 2^(e_max - F)).
-    3. Round S * 2^(e_max - F) to float32 (``final_rounding``).
+    3. Round S * 2^(e_max - F) to float32 (``final_rounding``); the sign of a zero result
+       as :func:`step_zero` says (``zero_sign``).
     """
     mc, ec, zc = c_terms
     ez = _ez(model)
@@ -421,7 +430,7 @@ def _fused(terms, c_terms, model: AccumulatorModel) -> np.ndarray:
             total = total + shift_trunc(n, x + F - e_max[..., None]).sum(axis=-1)
         else:
             total = total + shift_trunc(n, x + F - e_max)
-    return round_int_to_f32(total, e_max - F, model.final_rounding)
+    return step_zero(round_int_to_f32(total, e_max - F, model.final_rounding), model)
 
 
 def _fdpa_group(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorModel) -> np.ndarray:
@@ -537,7 +546,7 @@ def _cdna3_step(n, e, zero, pa, pb, d, model: AccumulatorModel) -> np.ndarray:
     s2 = shift_floor(s, (F2 - F) + e_dot - e2)
     c2 = shift_floor(mc, (ec - 23) + Fc - e2)
     c2 = np.where(zc | (ec < e2 - (Fc + 1)), _I64(0), c2) << (F2 - Fc)
-    return round_int_to_f32(s2 + c2, e2 - F2, model.final_rounding)
+    return step_zero(round_int_to_f32(s2 + c2, e2 - F2, model.final_rounding), model)
 
 
 def matmul_fdpa2(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorModel) -> np.ndarray:
@@ -591,4 +600,5 @@ __all__ = [
     "round_int_to_f32",
     "shift_floor",
     "shift_trunc",
+    "step_zero",
 ]

@@ -42,16 +42,22 @@ tensor-scale product too).
 
 Catalogue (:data:`accumulators`; sources and unknowns in ``docs/gemm.md``):
 
-================  ======  ==============  ======  =====  ===  =====  ======  ==========
-name              algo    scales          k_step  group  F    round  e_zero  NaN bits
-================  ======  ==============  ======  =====  ===  =====  ======  ==========
-exact             exact   exact           -       -      -    rne    -       0x7FC00000
-fp32              fma     fp32_operand    1       1      -    rne    -       0x7FC00000
-sm100-mxf4nvf4    fdpa    group           64      16     35   rz     -139    0x7FFFFFFF
-sm100-mxf8f6f4    fdpa    product         32      1      25   rz     -133    0x7FFFFFFF
-sm90-bf16         fdpa    bf16_operand    16      1      25   rz     -133    0x7FFFFFFF
-cdna3-fp8         fdpa2   block_fma       16      16     24   rne    -       0x7FC00000
-================  ======  ==============  ======  =====  ===  =====  ======  ==========
+================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========
+name              algo    scales          k_step  group  F    round  e_zero  NaN bits    zero
+================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========
+exact             exact   exact           -       -      -    rne    -       0x7FC00000  signed
+fp32              fma     fp32_operand    1       1      -    rne    -       0x7FC00000  signed
+sm100-mxf4nvf4    fdpa    group           64      16     35   rz     -139    0x7FFFFFFF  signed
+sm100-mxf8f6f4    fdpa    product         32      1      25   rz     -133    0x7FFFFFFF  signed
+sm90-bf16         fdpa    bf16_operand    16      1      25   rz     -133    0x7FFFFFFF  positive
+cdna3-fp8         fdpa2   block_fma       16      16     24   rne    -       0x7FC00000  signed
+================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========
+
+The sign of a zero (``zero_sign``, column "zero"): in every model an exact zero sum of a
+fused step (``fdpa``, ``fdpa2``) is +0, and ``exact`` and ``fma`` follow IEEE 754. Under
+``"signed"`` a nonzero sum that rounds to zero keeps its sign (a negative sum smaller than
+the rounding's reach gives -0.0, as IEEE rounding does); under ``"positive"`` every zero a
+fused step returns is +0.0 (measured on an NVIDIA H200 for ``sm90-bf16``).
 
 AMD CDNA4 (MI350/MI355) block-scaled MFMA numerics are not published and not modelled by
 MMA-Sim: there is no ``cdna4`` entry. Measure the parameters and add your own model with
@@ -71,6 +77,8 @@ import numpy as np
 ALGORITHMS = ("exact", "fma", "fdpa", "fdpa2")
 SCALE_APPLICATIONS = ("exact", "fp32_operand", "bf16_operand", "group", "product", "block_fma")
 FINAL_ROUNDINGS = ("rne", "rz")
+#: The sign of a zero result of a fused step (:attr:`AccumulatorModel.zero_sign`).
+ZERO_SIGNS = ("signed", "positive")
 
 #: The float32 quiet NaN produced by IEEE arithmetic on x86/numpy.
 NAN_IEEE = 0x7FC00000
@@ -113,6 +121,12 @@ class AccumulatorModel:
             accumulator, a zero scale, a product or group of products that are all zero);
             None: a zero term never sets the largest exponent.
         nan_bits: the float32 bit pattern of every NaN in the result.
+        zero_sign: the sign of a zero that a fused step (``fdpa``, ``fdpa2``) returns.
+            ``"signed"``: the sign of the step's exact (aligned, truncated) sum -- +0.0 for
+            an exact zero sum, -0.0 for a negative sum that rounds to zero (below the
+            smallest float32 subnormal under RZ), as IEEE rounding gives. ``"positive"``:
+            every zero result of a step is +0.0, a negative sum that underflows included.
+            ``exact`` and ``fma`` round as IEEE 754 does and take ``"signed"`` only.
         interleave: ``fdpa2``: the products of a group are fused in this many interleaved
             subsequences (CDNA3 FP8: 2, even and odd K indices).
         realign_bits: ``fdpa2``: fractional bits of the floored group sum after re-alignment
@@ -136,6 +150,7 @@ class AccumulatorModel:
     final_rounding: str = "rne"
     e_zero: int | None = None
     nan_bits: int = NAN_IEEE
+    zero_sign: str = "signed"
     interleave: int = 1
     realign_bits: int | None = None
     c_frac_bits: int | None = None
@@ -156,6 +171,8 @@ class AccumulatorModel:
         if self.final_rounding not in FINAL_ROUNDINGS:
             raise ValueError(f"final_rounding: {self.final_rounding!r} is not one of "
                              f"{', '.join(map(repr, FINAL_ROUNDINGS))}")
+        if self.zero_sign not in ZERO_SIGNS:
+            raise ValueError(f"zero_sign: {self.zero_sign!r} is not one of {', '.join(map(repr, ZERO_SIGNS))}")
         for field in ("k_step", "group_size", "interleave"):
             v = getattr(self, field)
             if not _is_int(v) or v < 0:
@@ -182,13 +199,20 @@ class AccumulatorModel:
             if getattr(self, f) is not None:
                 raise ValueError(f"{f}: not used by algorithm {self.algorithm!r}; leave it None")
 
+    def _ieee_zero(self):
+        if self.zero_sign != "signed":
+            raise ValueError(f"zero_sign: algorithm {self.algorithm!r} rounds as IEEE 754 does; only the fused "
+                             f"steps of 'fdpa' and 'fdpa2' take zero_sign={self.zero_sign!r}")
+
     def _check_exact(self):
         self._none("frac_bits", "realign_bits", "c_frac_bits")
+        self._ieee_zero()
         if self.final_rounding != "rne" or self.k_step != 0 or self.group_size != 1 or self.interleave != 1:
             raise ValueError("exact: the exact model has k_step=0, group_size=1, interleave=1, final_rounding='rne'")
 
     def _check_fma(self):
         self._none("frac_bits", "realign_bits", "c_frac_bits")
+        self._ieee_zero()
         if self.final_rounding != "rne" or self.k_step != 1 or self.group_size != 1 or self.interleave != 1:
             raise ValueError("fma: the fma model has k_step=1, group_size=1, interleave=1, final_rounding='rne'")
 
@@ -248,7 +272,8 @@ class AccumulatorModel:
             return "-" if v in (None, 0) else str(v)
         return (f"{self.name:<15} algorithm={self.algorithm:<5} scales={self.scales:<12} "
                 f"k_step={g(self.k_step):<3} group={self.group_size:<2} F={g(self.frac_bits):<3} "
-                f"round={self.final_rounding} e_zero={g(self.e_zero)} nan=0x{self.nan_bits:08X}")
+                f"round={self.final_rounding} e_zero={g(self.e_zero)} nan=0x{self.nan_bits:08X} "
+                f"zero={self.zero_sign}")
 
 
 # -- the catalogue ---------------------------------------------------------------------------------
@@ -286,12 +311,16 @@ def _catalogue() -> dict[str, AccumulatorModel]:
                   "format's minimum exponent [assumption: MMA-Sim validates E4M3/E5M2]."),
         AccumulatorModel(
             "sm90-bf16", "fdpa", "bf16_operand", k_step=16, group_size=1, frac_bits=25,
-            final_rounding="rz", e_zero=-133, nan_bits=NAN_NVIDIA,
+            final_rounding="rz", e_zero=-133, nan_bits=NAN_NVIDIA, zero_sign="positive",
             source=f"{_MMASIM}: Hopper wgmma bf16, T_FDPA(F=25, RZ-FP32, k=16) [confirmed in "
                    "source]; the bf16 upcast is Triton's emulated dot_scaled on Hopper [derived]; "
-                   "e_zero=-133 [secondary source]",
+                   "e_zero=-133 [secondary source]; zero_sign='positive' measured on an NVIDIA H200 "
+                   "with fp4spec's probe (benchmarks/probe_gpu_zero_sign.py) [measured; first seen in "
+                   "benchmarks/bench_gpu_gemm.py's subnormal family]",
             notes="Operands are bf16(element * block scale) (overflow to Inf); what Hopper does "
-                  "when block-scaled operands are upcast to bf16 and fed to wgmma."),
+                  "when block-scaled operands are upcast to bf16 and fed to wgmma. A negative "
+                  "step sum that RZ rounds to zero comes out as +0.0 (MMA-Sim's rounding gives "
+                  "-0.0): first seen as one output of the subnormal conformance family."),
         AccumulatorModel(
             "cdna3-fp8", "fdpa2", "block_fma", k_step=16, group_size=16, frac_bits=24,
             final_rounding="rne", e_zero=None, nan_bits=NAN_IEEE,
@@ -549,6 +578,7 @@ __all__ = [
     "NAN_IEEE",
     "NAN_NVIDIA",
     "SCALE_APPLICATIONS",
+    "ZERO_SIGNS",
     "accumulators",
     "check_operands",
     "get_accumulator",

@@ -337,17 +337,26 @@ def _terms_operand(a_ops: Sequence[float], b_ops: Sequence[float], model: Accumu
     return terms
 
 
+def step_zero(x: float, model: AccumulatorModel) -> float:
+    """The sign of a fused step's zero result (``model.zero_sign``): ``"positive"`` makes
+    every zero +0.0; ``"signed"`` keeps the sign the rounding gave (-0.0 for a negative sum
+    that rounds to zero)."""
+    return 0.0 if x == 0 and model.zero_sign == "positive" else x
+
+
 def fdpa_step(terms: list, c: float, model: AccumulatorModel) -> float:
     """One NVIDIA fused step (T-/ST-/GST-FDPA) on finite inputs.
 
     1. The accumulator term: (s_c, e_c) = :func:`sig_exp` (c, -126, e_zero).
     2. (S, e_max) = :func:`fused_sum` (terms + [c term], F, truncation).
-    3. Return S * 2^e_max rounded to float32 (``final_rounding``; an exact 0 is +0).
+    3. Return S * 2^e_max rounded to float32 (``final_rounding``; an exact 0 is +0; a
+       nonzero S that rounds to 0 gives a zero with the sign of S).
+    4. ``zero_sign="positive"``: a zero result is +0.0 (:func:`step_zero`).
     """
     s, e = fused_sum(terms + [_c_term(c, model.e_zero)], model.frac_bits, "rz")
     if e is None or s == 0:
         return 0.0
-    return round_f32(s * TWO ** e, model.final_rounding)
+    return step_zero(round_f32(s * TWO ** e, model.final_rounding), model)
 
 
 def _fp64_special(pairs: Iterable[tuple[float, float]], c: float) -> float | None:
@@ -424,7 +433,8 @@ def cdna3_step(a_vals: Sequence[Fraction], b_vals: Sequence[Fraction], c: float,
        s'' = floor(s * 2^(F2 + e - e2)) * 2^-F2 (F2 = ``realign_bits``);
        c'' = floor(s_c * 2^(Fc + e_c - e2)) * 2^-Fc (Fc = ``c_frac_bits``), or 0 when
        e_c < e2 - (Fc + 1).
-    5. Return (s'' + c'') * 2^e2 rounded to float32 (``final_rounding``, RNE for CDNA3).
+    5. Return (s'' + c'') * 2^e2 rounded to float32 (``final_rounding``, RNE for CDNA3); a
+       zero result as :func:`step_zero` says (``zero_sign``).
     """
     terms = []
     for x, y in zip(a_vals, b_vals):
@@ -450,7 +460,7 @@ def cdna3_step(a_vals: Sequence[Fraction], b_vals: Sequence[Fraction], c: float,
     total = s2 + c2
     if total == 0:
         return 0.0
-    return round_f32(total * TWO ** e2, model.final_rounding)
+    return step_zero(round_f32(total * TWO ** e2, model.final_rounding), model)
 
 
 def dot_fdpa2(a: RefRow, b: RefRow, c: float, g: float | None, model: AccumulatorModel) -> float:
@@ -530,4 +540,5 @@ __all__ = [
     "round_binary",
     "round_f32",
     "sig_exp",
+    "step_zero",
 ]
