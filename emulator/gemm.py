@@ -214,10 +214,14 @@ class Operand:
 
 
 def operand(q) -> Operand:
+    """A 2-d QuantizedTensor blocked along its last axis, decoded: its own rows
+    (``q.shape[0]``; rows that ``quantize(pad=True)`` added to fill 2-d tiles are not part of
+    the operand) by the stored, padded K."""
     sch = q.scheme
     m = q.moved()
-    values = sch.element.values[np.asarray(m["codes"], np.intp)]
-    scales = sch.scale.values[np.asarray(m["scales"], np.intp)]
+    rows = q.shape[0]
+    values = sch.element.values[np.asarray(m["codes"], np.intp)[:rows]]
+    scales = sch.scale.values[np.asarray(m["scales"], np.intp)[:rows]]
     return Operand(values.astype(np.float64), scales.astype(np.float64), sch.block_size, sch.element, sch.scale)
 
 

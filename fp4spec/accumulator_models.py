@@ -446,8 +446,8 @@ def _representable(v, carrier: Carrier) -> bool:
 class MatmulOperands:
     """Validated operands of a matmul: shapes, the tensor-scale product and c."""
 
-    m: int
-    n: int
+    m: int          # rows of A (qa.shape[0]; padding rows of 2-d tiles excluded)
+    n: int          # rows of B (qb.shape[0])
     k: int          # K of the unpadded operands
     k_padded: int   # K of the stored codes (the K loop runs over these; padding is +0)
     g: np.float32 | None   # fp32(gA * gB), None when neither operand has a tensor scale
@@ -497,7 +497,10 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
     3. Step constraints: ``fdpa``: the padded K is a multiple of ``k_step``; ``"group"``
        scales: ``group_size`` divides both block sizes; ``fdpa2``: equal block sizes, each a
        multiple of ``group_size``.
-    4. ``c`` is None or a float32 array of shape (M, N).
+    4. M = ``qa.shape[0]`` and N = ``qb.shape[0]``, the operands' own rows: rows that
+       ``quantize(pad=True)`` stored to fill 2-d tiles (``nvfp4_2d``) are not part of A or B
+       and the result is M x N. (K is the stored, padded K: padding elements are +0 and
+       take part in the K steps.) ``c`` is None or a float32 array of shape (M, N).
     5. The tensor-scale product ``g = fp32(gA * gB)`` (a missing tensor scale counts as 1;
        None when both are missing).
     """

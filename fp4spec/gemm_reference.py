@@ -211,11 +211,14 @@ class RefRow:
 
 
 def ref_rows(q) -> list[RefRow]:
-    """The rows of a 2-d QuantizedTensor blocked along its last axis, decoded exactly."""
+    """The rows of a 2-d QuantizedTensor blocked along its last axis, decoded exactly: its
+    own ``q.shape[0]`` rows (rows that ``quantize(pad=True)`` added to fill 2-d tiles are not
+    part of the operand), each of the stored, padded K."""
     sch = q.scheme
     fmt, sfmt = sch.element, sch.scale
+    n = q.shape[0]
     rows = []
-    for codes, scodes in zip(np.asarray(q.codes), np.asarray(q.scales)):
+    for codes, scodes in zip(np.asarray(q.codes)[:n], np.asarray(q.scales)[:n]):
         vals, negs = [], []
         for code in codes:
             v = fmt.decode_exact(int(code))

@@ -300,6 +300,90 @@ class TestWorkedExamples:
 
 
 # =====================================================================================
+# The sign of a zero step result (zero_sign)
+# =====================================================================================
+
+NEG0 = 0x80000000
+
+
+def variant(name, zero_sign):
+    return dataclasses.replace(get_accumulator(name), name=f"{name}/{zero_sign}", zero_sign=zero_sign)
+
+
+class TestZeroSign:
+    """sm90-bf16's last k = 16 step adds one product -2^-75 * 2^-75 = -2^-150 to c: with e_max
+    = e_zero = -133 and F = 25 the term survives truncation (units of 2^-158), and RZ to
+    float32 rounds it to zero."""
+
+    @staticmethod
+    def tiny(k=16, value=-1.0, scale=2.0 ** -75):
+        qa = operand_from_values(row(32, {k: value}), [[scale]], "mxfp4")
+        qb = operand_from_values(row(32, {k: 1.0}), [[2.0 ** -75]], "mxfp4")
+        return qa, qb
+
+    def test_catalogue_values(self):
+        assert get_accumulator("sm90-bf16").zero_sign == "positive"
+        for name in ("exact", "fp32", "sm100-mxf4nvf4", "sm100-mxf8f6f4", "cdna3-fp8"):
+            assert get_accumulator(name).zero_sign == "signed", name
+        assert "zero=positive" in get_accumulator("sm90-bf16").describe()
+
+    @pytest.mark.parametrize("c", [0.0, -0.0])
+    def test_negative_sum_rounding_to_zero(self, c):
+        qa, qb = self.tiny()
+        assert both(qa, qb, variant("sm90-bf16", "signed"), c11(c))[0, 0] == NEG0
+        assert both(qa, qb, variant("sm90-bf16", "positive"), c11(c))[0, 0] == 0
+        assert both(qa, qb, "sm90-bf16", c11(c))[0, 0] == 0
+        # IEEE: -2^-150 is a tie between -0 and -2^-149 -> -0 (RNE); the fp32 chain's next FMA
+        # adds a +0 product to that -0: +0
+        assert both(qa, qb, "exact", c11(c))[0, 0] == NEG0
+        assert both(qa, qb, "fp32", c11(c))[0, 0] == 0
+
+    def test_nonzero_acc_cancelling_to_a_tiny_negative(self):
+        """c = 2^-140, products -2^-140 and -2^-150 (one step): the sum -2^-150 rounds to 0."""
+        qa = operand_from_values(row(32, {16: -1.0, 17: -(2.0 ** -5)}), [[2.0 ** -70]], "mxfp8_e4m3")
+        qb = operand_from_values(row(32, {16: 1.0, 17: 2.0 ** -5}), [[2.0 ** -70]], "mxfp8_e4m3")
+        c = c11(2.0 ** -140)
+        assert both(qa, qb, variant("sm90-bf16", "signed"), c)[0, 0] == NEG0
+        assert both(qa, qb, "sm90-bf16", c)[0, 0] == 0
+
+    def test_zero_of_a_first_step_is_lost_in_the_next(self):
+        """The -0 of step 1 (k = 0) meets a step of zero products: an exact zero sum is +0."""
+        qa, qb = self.tiny(k=0)
+        for zs in ("signed", "positive"):
+            assert both(qa, qb, variant("sm90-bf16", zs), c11(-0.0))[0, 0] == 0, zs
+
+    def test_nonzero_results_and_exact_zeros_do_not_depend_on_it(self):
+        qa, qb = self.tiny(scale=2.0 ** -74)      # -2^-149: the smallest subnormal, kept
+        for zs in ("signed", "positive"):
+            assert both(qa, qb, variant("sm90-bf16", zs))[0, 0] == NEG0 | 1, zs
+        qa = operand_from_values(row(32, {16: 1.0, 17: -1.0}), [[1.0]], "mxfp4")
+        qb = operand_from_values(row(32, {16: 1.0, 17: 1.0}), [[1.0]], "mxfp4")
+        for zs in ("signed", "positive"):
+            assert both(qa, qb, variant("sm90-bf16", zs), c11(-0.0))[0, 0] == 0, zs
+        qa = operand_from_values(row(32, {16: -0.0}), [[1.0]], "mxfp4")   # every product -0, c = -0
+        for zs in ("signed", "positive"):
+            assert both(qa, qb, variant("sm90-bf16", zs), c11(-0.0))[0, 0] == 0, zs
+
+    def test_group_scales(self):
+        """sm100-mxf4nvf4's test_e_zero mirror: -2^-149 + 2^-169 truncates (RZ) to -0 under
+        'signed', +0 under 'positive'."""
+        sch = fp4spec.get_scheme("mxfp4", block_size=16)
+        qa = operand_from_values(row(64, {0: -1.0, 16: 0.5}), [[2.0 ** -127, 2.0 ** -127, 1, 1]], sch)
+        qb = operand_from_values(row(64, {0: 1.0, 16: 0.5}), [[2.0 ** -22, 2.0 ** -40, 1, 1]], sch)
+        assert both(qa, qb, "sm100-mxf4nvf4")[0, 0] == NEG0
+        assert both(qa, qb, variant("sm100-mxf4nvf4", "positive"))[0, 0] == 0
+
+    def test_validation(self):
+        with pytest.raises(ValueError, match="zero_sign: 'ieee' is not one of 'signed', 'positive'"):
+            variant("sm90-bf16", "ieee")
+        for name in ("exact", "fp32"):
+            with pytest.raises(ValueError, match="zero_sign: algorithm .* rounds as IEEE 754"):
+                variant(name, "positive")
+        m = variant("cdna3-fp8", "positive")
+        assert m.zero_sign == "positive"
+
+
+# =====================================================================================
 # Exact model vs Fraction sums
 # =====================================================================================
 
@@ -444,6 +528,33 @@ class TestOperands:
         bad = fp4spec.QuantizedTensor(np.full((1, 32), 0x7F, np.uint8), q.scales, None, q.scheme, 1, (1, 32))
         with pytest.raises(ValueError, match="NaN or Inf"):
             matmul(bad, q)
+
+    def test_padded_rows_are_not_part_of_the_operand(self):
+        """quantize(pad=True) stores 2-d tiles of 16 x 16: A (20 x 40) keeps 32 x 48 codes. The
+        result is M x N = 20 x 12 and equals the product of the explicitly zero-padded
+        operands with the padding rows cut off; reference == emulator."""
+        rng = np.random.default_rng(12)
+        x = rng.standard_normal((20, 40)).astype(np.float32)
+        y = rng.standard_normal((12, 40)).astype(np.float32)
+        xp, yp = np.zeros((32, 48), np.float32), np.zeros((16, 48), np.float32)
+        xp[:20, :40], yp[:12, :40] = x, y
+        c = rng.standard_normal((20, 12)).astype(np.float32)
+        for kw in (dict(), dict(axis=1), dict(axis=-1)):
+            qa = fp4spec.quantize(x, "nvfp4_2d", pad=True, **kw)
+            assert qa.shape == (20, 40) and qa.codes.shape == (32, 48)
+            for sb, qb in (("nvfp4_2d", fp4spec.quantize(y, "nvfp4_2d", pad=True, **kw)),
+                           ("nvfp4", fp4spec.quantize(y, "nvfp4", pad=True, **kw))):
+                qbp = fp4spec.quantize(yp, sb)
+                ops = check_operands(get_accumulator("exact"), qa, qb)
+                assert (ops.m, ops.n, ops.k, ops.k_padded) == (20, 12, 40, 48)
+                for acc in ("exact", "fp32", "sm90-bf16"):
+                    got = both(qa, qb, acc, c)
+                    cp = np.zeros((32, 16), np.float32)
+                    cp[:20, :12] = c
+                    want = matmul(fp4spec.quantize(xp, "nvfp4_2d"), qbp, accumulator=acc, c=cp)[:20, :12]
+                    assert np.array_equal(got, want.view(np.uint32)), (kw, sb, acc)
+        with pytest.raises(ValueError, match=r"c: expected shape \(20, 12\)"):
+            matmul(qa, qb, c=np.zeros((32, 16), np.float32))
 
     def test_g(self):
         ops = check_operands(get_accumulator("exact"), self.q("nvfp4"), self.q("mxfp4"))
