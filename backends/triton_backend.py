@@ -165,16 +165,19 @@ def _as_matrix(x, axis):
 #: thread, "rows2d" a [blocks, K/4] tile of 64-bit words (bf16, E2M1, RNE only).
 ROWS_CFG = {"two_level": ("rows", 512, 8), "mx": ("rows2d", 256, 8)}
 COLS_BC, COLS_WARPS, COLS_BANDS = 512, 2, 8
-#: Columnwise v3 (``quantize_cols3_kernel``, k = 16 and 32): structure -> (columns per
-#: program, warps); the default columnwise kernel is COLS_VARIANT ("cols": v2).
-COLS3_CFG = {"two_level": (256, 4), "mx": (256, 4)}
+#: Columnwise v3 (``quantize_cols3_kernel``): block size -> (columns per program, warps,
+#: blocks per program: 32 code bytes per column); the default columnwise kernel for
+#: k = 16, 32 is COLS_VARIANT ("cols": v2).
+COLS3_CFG = {16: (256, 4, 4), 32: (256, 4, 2)}
+#: ... for SR and non-E2M1 elements (the generic encoder: more registers, longer compiles).
+COLS3_GENERIC = (128, 4, 1)
 COLS_VARIANT = "cols3"
 #: Fused RHT + quantize rowwise (blocks per program, warps); RHT + amax: rows of 16 per
 #: program (rowwise), (columns, bands of 16 rows) per program (columnwise).
 RHT_ROWS_BR, RHT_ROWS_WARPS = 512, 8
 RHT_AMAX_BR, RHT_AMAX_COLS = 1024, (256, 4)
-#: None: bf16 RHT output by the hardware conversion on a GPU, integer rounding in the
-#: interpreter; True/False force one (both are exact; the GPU check runs both).
+#: bf16 rounding of the RHT output on a GPU: 0 integer operations, 1 cvt.rn.bf16.f32 (None:
+#: the default), 2 packed cvt.rn.bf16x2.f32 (inline PTX); the interpreter always uses 0.
 RHT_BF16_CVT = None
 #: Dequantize: elements per program (blocks = DQ_ELEMS / k) and warps.
 DQ_ELEMS, DQ_WARPS = 16384, 8
@@ -223,10 +226,14 @@ def _scale_out(rows, cols, dev, layout):
     return alloc(rp * cp, dtype=torch.uint8, device=dev), cp
 
 
-def _bf16_cvt() -> bool:
-    """Round the RHT output to bf16 with the hardware conversion (not in the interpreter,
-    whose fp32 -> bf16 cast truncates); RHT_BF16_CVT overrides (the GPU check runs both)."""
-    return (not _interpret()) if RHT_BF16_CVT is None else bool(RHT_BF16_CVT)
+def _bf16_cvt() -> int:
+    """How the kernels round the RHT output to bf16 (triton_kernels._rht_out2): 0 integer
+    operations (always in the interpreter, whose fp32 -> bf16 cast truncates), 1 the
+    hardware conversion, 2 the packed conversion (inline PTX, NVIDIA). RHT_BF16_CVT picks
+    one on a GPU; None: 1 (the GPU check runs all three)."""
+    if _interpret():
+        return 0
+    return 1 if RHT_BF16_CVT is None else int(RHT_BF16_CVT)
 
 
 def rht_global_amax(x2, M, N, sxm, sxn, rp):
@@ -422,15 +429,19 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
         xin = x2.view(torch.int16) if bf16 else x2
         nsc = N // K
         if use == "cols3":
-            bc, w = COLS3_CFG[sch.structure]
+            bc, w, nb = COLS3_CFG[K] if _fast_ok(sch, rounding) else COLS3_GENERIC
             bc = BN or bc
-            nb = 4 if (nsc % 4 == 0 and BM in (None, 4)) else 1
+            if BM is not None and BM not in (1, 2, 4):
+                raise ValueError(f"BM: {BM} blocks per program for cols3 is not 1, 2 or 4")
+            nb = BM or nb
+            while nsc % nb:
+                nb //= 2
             if bc % 4 or bc & (bc - 1):
                 raise ValueError(f"BN: {bc} columns per program is not a power of two >= 4")
             grid = (triton.cdiv(M, bc), nsc // nb)
+            sview = scales if nb == 1 else scales.view(torch.int16 if nb == 2 else torch.int32)
             tk.quantize_cols3_kernel[grid](
-                xin, packed.view(torch.int64), scales.view(torch.int32) if nb == 4 else scales, r_in, thr, dthr,
-                mags, ts, M, sxn, srr, N // 16, nsc, cpad, seed_v,
+                xin, packed.view(torch.int64), sview, r_in, thr, dthr, mags, ts, M, sxn, srr, N // 16, nsc, cpad, seed_v,
                 BC=bc, K=K, NB=nb, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
                 CUBLAS=cublas, RHT=rp is not None, num_warps=num_warps or w, **flags, **eflags, **rflags)
         else:
@@ -528,13 +539,18 @@ class TritonBackend(Backend):
         return availability()
 
     def capabilities(self) -> Capabilities:
+        from . import triton_gemm  # lazily: @triton.jit reads TRITON_INTERPRET when it decorates
+
         mx = [f"mxfp4:scale_rule={r}" if r != "floor" else "mxfp4" for r in MX_RULES]
+        accs = triton_gemm.claimed_accumulators(self.device)  # ("sm90-bf16",) on Hopper only
         return Capabilities(
             schemes=(*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4"),
             rounding=ROUNDINGS,
-            operations=("quantize", "dequantize", "pack"),
+            operations=("quantize", "dequantize", "pack") + (("matmul",) if accs else ()),
+            accumulators=accs,
             sr_bits=tuple(range(1, 25)),
-            notes=f"triton kernels on {self.device}" + (" (interpreter)" if _interpret() else ""),
+            notes=f"triton kernels on {self.device}" + (" (interpreter)" if _interpret() else "")
+                  + ("; matmul: sm90-bf16 (backends/triton_gemm.py)" if accs else ""),
             **({"rht": RHT_SPECS} if "rht" in getattr(Capabilities, "__dataclass_fields__", {}) else {}),
         )
 
@@ -589,6 +605,12 @@ class TritonBackend(Backend):
         from fp4spec.packing import pack
 
         return pack(np.asarray(codes), order="lo_first", axis=-1)
+
+    def matmul(self, qa, qb, *, accumulator, c=None) -> np.ndarray:
+        """C = A . B^T under ``accumulator`` (``"sm90-bf16"`` on Hopper): :mod:`.triton_gemm`."""
+        from . import triton_gemm
+
+        return triton_gemm.matmul(qa, qb, accumulator=accumulator, c=c, device=self.device)
 
 
 __all__ = ["TritonBackend", "availability", "dequantize_packed", "philox4x32", "philox_rbits", "quantize_packed",

@@ -669,25 +669,38 @@ def _bfly(a, b):
 
 
 @triton.jit
-def _bf16_rne(y, BF16_CVT: tl.constexpr):
+def _bf16_rne(y):
     """float32 y rounded to the nearest bfloat16 (ties to even; overflow -> Inf; NaN stays a
-    NaN), as float32. BF16_CVT: the hardware conversion (cvt.rn.bf16.f32; the interpreter's
-    own conversion truncates, so it gets the integer version: add 0x7FFF + lsb, clear)."""
-    if BF16_CVT:
-        return y.to(tl.bfloat16).to(tl.float32)
-    else:
-        b = y.to(tl.int32, bitcast=True)
-        r = ((b + (0x7FFF + ((b >> 16) & 1))) & -65536).to(tl.float32, bitcast=True)
-        return tl.where(y != y, y, r)
+    NaN), as float32, by integer operations: add 0x7FFF + the kept lsb, clear the low half."""
+    b = y.to(tl.int32, bitcast=True)
+    r = ((b + (0x7FFF + ((b >> 16) & 1))) & -65536).to(tl.float32, bitcast=True)
+    return tl.where(y != y, y, r)
 
 
 @triton.jit
-def _rht_out(u, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
-    """Steps F4-F5: fp32(u * 0.25), then bf16 RNE for OUT_BF16."""
+def _rht_out2(u, v, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """Steps F4-F5 for two values: fp32(u * 0.25), then (OUT_BF16) bf16 RNE, as float32.
+
+    BF16_CVT selects how the bf16 rounding runs (all exact): 0 integer operations
+    (:func:`_bf16_rne`; the interpreter's own fp32 -> bf16 cast truncates), 1 the hardware
+    conversion per value (cvt.rn.bf16.f32), 2 one packed conversion for both values
+    (cvt.rn.bf16x2.f32, inline PTX: NVIDIA only)."""
     y = u * 0.25
+    z = v * 0.25
     if OUT_BF16:
-        y = _bf16_rne(y, BF16_CVT)
-    return y
+        if BF16_CVT == 2:
+            # cvt.rn.bf16x2.f32 d, a, b puts bf16(a) in the upper half of d, bf16(b) in the lower
+            p = tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [z, y],
+                                          dtype=tl.int32, is_pure=True, pack=1)
+            y = (p << 16).to(tl.float32, bitcast=True)
+            z = (p & -65536).to(tl.float32, bitcast=True)
+        elif BF16_CVT == 1:
+            y = y.to(tl.bfloat16).to(tl.float32)
+            z = z.to(tl.bfloat16).to(tl.float32)
+        else:
+            y = _bf16_rne(y)
+            z = _bf16_rne(z)
+    return y, z
 
 
 @triton.jit
@@ -747,15 +760,16 @@ def _fwht16(u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15
     u5, u13 = _bfly(u5, u13)
     u6, u14 = _bfly(u6, u14)
     u7, u15 = _bfly(u7, u15)
-    # F4-F5
-    return (_rht_out(u0, OUT_BF16, BF16_CVT), _rht_out(u1, OUT_BF16, BF16_CVT),
-            _rht_out(u2, OUT_BF16, BF16_CVT), _rht_out(u3, OUT_BF16, BF16_CVT),
-            _rht_out(u4, OUT_BF16, BF16_CVT), _rht_out(u5, OUT_BF16, BF16_CVT),
-            _rht_out(u6, OUT_BF16, BF16_CVT), _rht_out(u7, OUT_BF16, BF16_CVT),
-            _rht_out(u8, OUT_BF16, BF16_CVT), _rht_out(u9, OUT_BF16, BF16_CVT),
-            _rht_out(u10, OUT_BF16, BF16_CVT), _rht_out(u11, OUT_BF16, BF16_CVT),
-            _rht_out(u12, OUT_BF16, BF16_CVT), _rht_out(u13, OUT_BF16, BF16_CVT),
-            _rht_out(u14, OUT_BF16, BF16_CVT), _rht_out(u15, OUT_BF16, BF16_CVT))
+    # F4: fp32(u * 0.25); F5: bf16 RNE
+    u0, u1 = _rht_out2(u0, u1, OUT_BF16, BF16_CVT)
+    u2, u3 = _rht_out2(u2, u3, OUT_BF16, BF16_CVT)
+    u4, u5 = _rht_out2(u4, u5, OUT_BF16, BF16_CVT)
+    u6, u7 = _rht_out2(u6, u7, OUT_BF16, BF16_CVT)
+    u8, u9 = _rht_out2(u8, u9, OUT_BF16, BF16_CVT)
+    u10, u11 = _rht_out2(u10, u11, OUT_BF16, BF16_CVT)
+    u12, u13 = _rht_out2(u12, u13, OUT_BF16, BF16_CVT)
+    u14, u15 = _rht_out2(u14, u15, OUT_BF16, BF16_CVT)
+    return u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15
 
 
 @triton.jit
@@ -858,39 +872,40 @@ def _rbits_rows16(r_ptr, seed, g, mask, SR: tl.constexpr, SR_BITS: tl.constexpr)
 
 
 @triton.jit
-def _rbits_row(r_ptr, seed, row, c, c0, mask, srr, NCOL, BC: tl.constexpr, SR: tl.constexpr,
+def _rbits_row(r_ptr, seed, row, c, c0, mask, srr, NCOL, NB: tl.constexpr, BC: tl.constexpr, SR: tl.constexpr,
                SR_BITS: tl.constexpr):
-    """Random bits (float32) of x[row, c] for the program's BC columns c = c0 + arange(BC):
-    given (int32 at r_ptr[row * srr + c]) or Philox of the flat index, as :func:`_rbits4`."""
+    """Random bits (float32) of x[row, c] for a [NB, BC] tile (row: [NB, 1] int64, c: [1, BC]
+    int64 = c0 + arange(BC)): given (int32 at r_ptr[row * srr + c]) or Philox of the flat
+    index, as :func:`_rbits4` (NCOL, c0 and BC multiples of 4)."""
     if SR == 1:
-        return tl.load(r_ptr + (row.to(tl.int64) * srr + c), mask=mask, other=0).to(tl.float32)
+        return tl.load(r_ptr + (row * srr + c), mask=mask, other=0).to(tl.float32)
     else:
         c4 = c0 + 4 * tl.arange(0, BC // 4)
-        g = (row.to(tl.int64) * NCOL + c4.to(tl.int64)) // 4
+        g = (row * NCOL + c4.to(tl.int64)[None, :]) // 4
         u0, u1, u2, u3 = tl.randint4x(seed, g)
-        u = tl.reshape(tl.join(tl.join(u0, u2), tl.join(u1, u3)), (BC,))  # new axes last
+        u = tl.reshape(tl.join(tl.join(u0, u2), tl.join(u1, u3)), (NB, BC))  # new axes last
         return (u.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
 
 
 @triton.jit
-def _rbits_cols16(r_ptr, seed, row, c, c0, mask, srr, NCOL, BC: tl.constexpr, SR: tl.constexpr,
+def _rbits_cols16(r_ptr, seed, row, c, c0, mask, srr, NCOL, NB: tl.constexpr, BC: tl.constexpr, SR: tl.constexpr,
                   SR_BITS: tl.constexpr):
-    r0 = _rbits_row(r_ptr, seed, row, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r1 = _rbits_row(r_ptr, seed, row + 1, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r2 = _rbits_row(r_ptr, seed, row + 2, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r3 = _rbits_row(r_ptr, seed, row + 3, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r4 = _rbits_row(r_ptr, seed, row + 4, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r5 = _rbits_row(r_ptr, seed, row + 5, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r6 = _rbits_row(r_ptr, seed, row + 6, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r7 = _rbits_row(r_ptr, seed, row + 7, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r8 = _rbits_row(r_ptr, seed, row + 8, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r9 = _rbits_row(r_ptr, seed, row + 9, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r10 = _rbits_row(r_ptr, seed, row + 10, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r11 = _rbits_row(r_ptr, seed, row + 11, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r12 = _rbits_row(r_ptr, seed, row + 12, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r13 = _rbits_row(r_ptr, seed, row + 13, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r14 = _rbits_row(r_ptr, seed, row + 14, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
-    r15 = _rbits_row(r_ptr, seed, row + 15, c, c0, mask, srr, NCOL, BC, SR, SR_BITS)
+    r0 = _rbits_row(r_ptr, seed, row, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r1 = _rbits_row(r_ptr, seed, row + 1, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r2 = _rbits_row(r_ptr, seed, row + 2, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r3 = _rbits_row(r_ptr, seed, row + 3, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r4 = _rbits_row(r_ptr, seed, row + 4, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r5 = _rbits_row(r_ptr, seed, row + 5, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r6 = _rbits_row(r_ptr, seed, row + 6, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r7 = _rbits_row(r_ptr, seed, row + 7, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r8 = _rbits_row(r_ptr, seed, row + 8, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r9 = _rbits_row(r_ptr, seed, row + 9, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r10 = _rbits_row(r_ptr, seed, row + 10, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r11 = _rbits_row(r_ptr, seed, row + 11, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r12 = _rbits_row(r_ptr, seed, row + 12, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r13 = _rbits_row(r_ptr, seed, row + 13, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r14 = _rbits_row(r_ptr, seed, row + 14, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
+    r15 = _rbits_row(r_ptr, seed, row + 15, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
     return r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15
 
 
@@ -949,27 +964,29 @@ def quantize_rows_rht_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags
 
 
 @triton.jit
-def _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c, c0, cmask, sxr, srr, NCOL, seed,
-                BC: tl.constexpr, K: tl.constexpr, FAST: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
-                EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, NTHR: tl.constexpr,
-                SR: tl.constexpr, SR_BITS: tl.constexpr, INT4: tl.constexpr, NEGZERO: tl.constexpr,
-                ZERO_POS: tl.constexpr, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr,
-                OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
-    """One K x 1 block (rows row0 .. row0 + K - 1) of each of the BC columns c: the scale code
-    (int32) and the code words (int64, 16 codes each: one for K = 16, two for K = 32)."""
-    offs = row0.to(tl.int64) * sxr + c
+def _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c, c0, mask, sxr, srr, NCOL, seed,
+                 NB: tl.constexpr, BC: tl.constexpr, K: tl.constexpr, FAST: tl.constexpr, MX: tl.constexpr,
+                 RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
+                 NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr, INT4: tl.constexpr,
+                 NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, IN_BF16: tl.constexpr, RHT: tl.constexpr,
+                 SIGNS: tl.constexpr, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """NB x BC blocks of K rows: block (b, j) holds rows row0[b] .. row0[b] + K - 1 of column
+    c[j] (row0: [NB, 1] int64, c: [1, BC] int64). Returns the scale codes (int32) and the code
+    words (int64, 16 codes each: one for K = 16, two for K = 32), all [NB, BC]."""
+    offs = row0 * sxr + c
     a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _cols16(
-        x_ptr, offs, sxr, cmask, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
-    vm = _absmax16(tl.zeros((BC,), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+        x_ptr, offs, sxr, mask, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+    vm = _absmax16(tl.zeros((NB, BC), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14,
+                   a15)
     if K == 32:
         b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _cols16(
-            x_ptr, offs + 16 * sxr, sxr, cmask, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+            x_ptr, offs + 16 * sxr, sxr, mask, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
         vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
     scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
     if SR != 0:
         sr_scale = tl.load(ts_ptr + 3)
         r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_cols16(
-            r_ptr, seed, row0, c, c0, cmask, srr, NCOL, BC, SR, SR_BITS)
+            r_ptr, seed, row0, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
     else:
         sr_scale = 0.0
         r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
@@ -981,7 +998,7 @@ def _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c, c0, 
     if K == 32:
         if SR != 0:
             r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_cols16(
-                r_ptr, seed, row0 + 16, c, c0, cmask, srr, NCOL, BC, SR, SR_BITS)
+                r_ptr, seed, row0 + 16, c, c0, mask, srr, NCOL, NB, BC, SR, SR_BITS)
         else:
             r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
                 b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
@@ -1006,16 +1023,18 @@ def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_pt
     """Columnwise quantization (of x^T, blocks of K = 16 or 32 rows of the row-major x), with
     or without the RHT along the block (axis 0), without a transpose.
 
-    A program takes NB (1 or 4) consecutive blocks of K rows of BC columns. The 16 rows of
-    each RHT row are 16 coalesced row loads held as 16 [BC] tensors (one column per lane),
-    so a column's block is in one thread: amax, scale and codes need no exchange. A column's
-    16 codes are one int64 word; with NB = 4 the band's words of a column are joined into
-    one [BC, 4 K/16] tile (32 or 64 contiguous output bytes per column: whole sectors) and
-    its four scale codes into one int32 word (4 contiguous bytes in the transposed layout
-    and in the cuBLAS 128x4 layout). NB = 4 needs NSC % 4 == 0 (the host chooses NB).
+    A program takes NB (1, 2 or 4) consecutive blocks of K rows of BC columns, held as
+    [NB, BC] tensors: each row of 16 is 16 coalesced loads of [NB, BC] (a block's values in
+    one thread), so amax, scale and codes need no exchange between threads, and the code
+    is that of one block whatever NB (compile time). A column's 16 codes are one int64
+    word; the band's NB K/16 words of a column are one [BC, NB K/16] tile (NB K/16 = 4: 32
+    contiguous output bytes per column, a whole sector) and its NB scale codes one int16 /
+    int32 word (contiguous in the transposed layout, and in the cuBLAS 128x4 layout since
+    the first block is a multiple of NB). NSC % NB == 0 (the host chooses NB).
 
     q_ptr: int64 view of the (NCOL, NROW/2) packed output (QW words a row); s_ptr: the
-    scale codes (NB = 4: int32 view) of the (NCOL, NSC) plain or cuBLAS (CPAD) layout.
+    scale codes (uint8, int16 or int32 view for NB = 1, 2, 4) of the (NCOL, NSC) plain or
+    cuBLAS (CPAD) layout.
     """
     pid_c = tl.program_id(0)
     pid_r = tl.program_id(1)
@@ -1024,48 +1043,31 @@ def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_pt
     cmask = c < NCOL
     c64 = c.to(tl.int64)
     blk0 = pid_r * NB
-    if NB == 1:
-        s0, w0, w1 = _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, blk0 * K, c64, c0, cmask, sxr, srr,
-                                 NCOL, seed, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
-                                 INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
-        wbase = q_ptr + c64 * QW + blk0 * (K // 16)
-        tl.store(wbase, w0, mask=cmask)
-        if K == 32:
-            tl.store(wbase + 1, w1, mask=cmask)
-        if CUBLAS:
-            soff = _cublas_offset(c64, blk0, CPAD)
-        else:
-            soff = c64 * NSC + blk0
-        tl.store(s_ptr + soff, s0.to(tl.uint8), mask=cmask)
+    jb = tl.arange(0, NB)
+    row0 = ((blk0 + jb) * K).to(tl.int64)[:, None]
+    mask = tl.broadcast_to(cmask[None, :], (NB, BC))
+    sc, wa, wb = _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c64[None, :], c0, mask, sxr, srr,
+                              NCOL, seed, NB, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
+                              INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+    W: tl.constexpr = NB * (K // 16)
+    if K == 16:
+        words = tl.trans(wa)  # [BC, NB]
     else:
-        tl.static_assert(NB == 4, "NB: 1 or 4 blocks per program")
-        s0, w0, w1 = _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, blk0 * K, c64, c0, cmask, sxr, srr,
-                                 NCOL, seed, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
-                                 INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
-        s1, w2, w3 = _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, (blk0 + 1) * K, c64, c0, cmask, sxr,
-                                 srr, NCOL, seed, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
-                                 INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
-        s2, w4, w5 = _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, (blk0 + 2) * K, c64, c0, cmask, sxr,
-                                 srr, NCOL, seed, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
-                                 INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
-        s3, w6, w7 = _cols_block(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, (blk0 + 3) * K, c64, c0, cmask, sxr,
-                                 srr, NCOL, seed, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
-                                 INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
-        # tl.join appends its axis last: [c, i, j] = join(join(a, b), join(d, e)) is a, b, d, e
-        # at flat index 2 i + j = 0, 2, 1, 3, so the leaves go in bit-reversed order
-        if K == 16:
-            words = tl.reshape(tl.join(tl.join(w0, w4), tl.join(w2, w6)), (BC, 4))
-        else:
-            words = tl.reshape(tl.join(tl.join(tl.join(w0, w4), tl.join(w2, w6)),
-                                       tl.join(tl.join(w1, w5), tl.join(w3, w7))), (BC, 8))
-        W: tl.constexpr = 4 * (K // 16)
-        wcol = blk0 * (K // 16) + tl.arange(0, W)
-        tl.store(q_ptr + c64[:, None] * QW + wcol[None, :], words, mask=cmask[:, None])
-        sw = s0 | (s1 << 8) | (s2 << 16) | (s3 << 24)
-        if CUBLAS:
-            soff = _cublas_offset(c64, blk0, CPAD) // 4
-        else:
-            soff = c64 * (NSC // 4) + pid_r
+        words = tl.reshape(tl.permute(tl.join(wa, wb), (1, 0, 2)), (BC, W))  # block b: words 2b, 2b + 1
+    wcol = blk0 * (K // 16) + tl.arange(0, W)
+    tl.store(q_ptr + c64[:, None] * QW + wcol[None, :], words, mask=cmask[:, None])
+    # the NB scale bytes of a column as one little-endian word (disjoint bit fields: sum = or)
+    sw = tl.sum(sc << (8 * jb)[:, None], axis=0)
+    if CUBLAS:
+        soff = _cublas_offset(c64, blk0, CPAD) // NB
+    else:
+        soff = c64 * (NSC // NB) + pid_r
+    if NB == 1:
+        tl.store(s_ptr + soff, sw.to(tl.uint8), mask=cmask)
+    elif NB == 2:
+        tl.store(s_ptr + soff, sw.to(tl.int16), mask=cmask)
+    else:
+        tl.static_assert(NB == 4, "NB: 1, 2 or 4 blocks per program")
         tl.store(s_ptr + soff, sw, mask=cmask)
 
 

@@ -9,15 +9,26 @@
    the global-amax pass), MXFP4, NVFP4 columnwise, dequantize, torchao when importable.
    Bytes per element: quantize 2 read + 0.5 written + scale bytes; dequantize 0.5 read +
    scale bytes + 4 written (float32 out); the amax pass adds 2 read.
+3. Fused RHT + quantize (section ``rht``): exactness against the emulator composition on a
+   small adversarial tensor (every scheme, rowwise and columnwise, bf16/float32 output, the
+   three bf16 roundings, SR, cuBLAS layout, unfused path, RHT + amax), fused == unfused on
+   the full tensor, timings next to plain quantize and the ratio fused / plain.
+4. Columnwise v3 vs v2 (section ``cols``): bit-equal on the full tensor, timings, a tile sweep.
 
-    python benchmarks/bench_gpu_quantize.py [--size 16384] [--iters 50]
+    python benchmarks/bench_gpu_quantize.py [--size 16384] [--iters 50] [--only rht,cols]
+
+With $OUT set, the table is also written to $OUT/bench_gpu_quantize.json. Exit status 1 on
+any bit difference.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import sys
+import time
 
 import numpy as np
 import torch
@@ -138,29 +149,211 @@ def check_fast(xt, failures):
             d = trb.dequantize_packed(pk, s, gs, sch, BM=br, num_warps=w)
             if not same_f32(d.cpu().numpy(), fp4spec.dequantize(ref)):
                 failures.append(f"fast dequantize {spec} BR={br}")
-    if hasattr(trb, "quantize_rht"):
-        n += check_rht(xt, failures)
     return n
 
 
-def check_rht(xt, failures):
-    from fp4spec.rht import rht
-    import ml_dtypes
+def rht_adversarial_bf16(rows, cols, seed=0):
+    """bf16 (rows, cols) whose rows of 16 along both axes stress the fused RHT: per-row-of-16
+    magnitudes from subnormal to huge, wide spans inside a row of 16 (the float32 butterfly
+    differs from float64), the documented 2^24 example, zeros, -0.0, subnormal sums, overflow
+    to Inf inside the butterfly, Inf - Inf, NaN. Returns a CPU tensor."""
+    g = np.random.default_rng(seed)
+    x = g.standard_normal((rows, cols)).astype(np.float32)
+    e = g.integers(-133, 110, size=(rows // 16, cols // 16))  # per 16 x 16 tile: rows of 16 both ways
+    x *= np.ldexp(np.float32(1), np.repeat(np.repeat(e, 16, 0), 16, 1)).astype(np.float32)
+    for r in range(0, rows, 7):
+        c = 16 * int(g.integers(0, cols // 16))
+        x[r, c:c + 16] = g.choice([-1, 1], 16) * np.ldexp(1.0 + g.random(16), g.integers(-30, 30, 16))
+        col = g.choice([-1, 1], 16) * np.ldexp(1.0 + g.random(16), g.integers(-30, 30, 16))
+        x[r:r + 16, c + 3] = col[:min(16, rows - r)]
+    x[1, :16] = [2.0 ** 24, 1, -(2.0 ** 24)] + [0] * 13
+    x[2, 16:32] = 0.0
+    x[3, 16:32] = -0.0
+    x[4, 16:32] = np.arange(16) * np.float32(2.0 ** -133)  # bf16 subnormals
+    x[5, 32:48] = np.float32(3e38) * g.standard_normal(16).astype(np.float32)
+    x[6, 48:64] = [np.inf, -np.inf] + [1.0] * 14
+    x[7, 64:80] = [np.inf] + [1.0] * 15
+    x[8, 80:96] = [np.nan] + [1.0] * 15
+    x[40:56, 100] = -0.0
+    x[60, cols - 9] = np.nan
+    return torch.from_numpy(x).to(torch.bfloat16)
 
-    xb = xt.cpu().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+
+def check_rht(failures, shape=(256, 512)):
+    """Fused RHT + quantize on the device against the emulator composition
+    fp4spec.quantize(RHT.apply(x, axis), ...): schemes x rowwise/columnwise x bf16 output
+    (three bf16 roundings: integer, cvt, packed cvt) / float32 output, RNE, SR (Philox and
+    given bits), cuBLAS scale layout, the unfused path (nvfp4_2d), the RHT + amax pass."""
+    from fp4spec.rht import RHT
+
+    xt = rht_adversarial_bf16(*shape).cuda()
+    xf = xt.float().cpu().numpy()
+    te, sd = RHT.te(), RHT.from_seed(5, out_dtype="float32")
+    refs = {}
+
+    def ref(spec, rht, axis, **kw):
+        from fp4spec.backends.base import resolve_scheme
+
+        key = (spec, rht, axis)
+        if kw or key not in refs:
+            r = moved_packed(fp4spec.quantize(rht.apply(xf, axis=axis).astype(np.float32), resolve_scheme(spec),
+                                              axis=axis, **kw))
+            if kw:
+                return r
+            refs[key] = r
+        return refs[key]
+
+    def cmp(tag, o, want):
+        pk, sc = want
+        got_s = o["scales"].cpu().numpy()
+        if got_s.ndim == 1:
+            from fp4spec.layouts import to_blocked
+            sc = to_blocked(sc)
+        if not (np.array_equal(o["packed"].cpu().numpy(), pk) and np.array_equal(got_s, sc)):
+            failures.append(f"rht {tag}")
+
     n = 0
-    for signs in ("te", 5):
-        kw = {"signs": "te"} if signs == "te" else {"seed": signs}
+    specs = ("nvfp4", "ufp4", "nvint4", "mxfp4", "mxfp4:scale_rule=rceil", "mxfp4:scale_rule=even")
+    saved = trb.RHT_BF16_CVT
+    try:
+        for cvt in (1, 2, 0):
+            trb.RHT_BF16_CVT = cvt
+            for spec in (specs if cvt == 1 else ("nvfp4", "mxfp4")):
+                for axis in (-1, 0):
+                    for rht in ((te, sd) if cvt == 1 else (te,)):
+                        cmp(f"{spec} axis={axis} {rht.out_dtype} cvt={cvt}",
+                            trb.quantize_packed(xt, spec, axis=axis, rht=rht), ref(spec, rht, axis))
+                        n += 1
+    finally:
+        trb.RHT_BF16_CVT = saved
+    for spec in ("nvfp4", "mxfp4", "nvint4"):
         for axis in (-1, 0):
-            y = rht(xb, 16, axis=axis, out_dtype="bfloat16", **kw).astype(np.float32)
-            for spec in ("nvfp4", "mxfp4"):
-                ref = fp4spec.quantize(y, spec, axis=axis)
-                o = trb.quantize_rht(xt, spec, axis=axis, **kw)
-                pc, sc = moved_packed(ref)
-                n += 1
-                if not (np.array_equal(o["packed"].cpu().numpy(), pc) and np.array_equal(o["scales"].cpu().numpy(), sc)):
-                    failures.append(f"rht {signs} axis={axis} {spec}")
+            rb = trb.philox_rbits(31, xf.shape, 8)
+            cmp(f"{spec} axis={axis} sr philox", trb.quantize_packed(xt, spec, axis=axis, rht=te, rounding="sr", seed=31),
+                ref(spec, te, axis, rounding="sr", rbits=rb))
+            rb2 = np.random.default_rng(4).integers(0, 1 << 24, size=xf.shape).astype(np.uint32)
+            cmp(f"{spec} axis={axis} sr given", trb.quantize_packed(xt, spec, axis=axis, rht=sd, rounding="sr", sr_bits=24,
+                                                                     rbits=torch.from_numpy(rb2.view(np.int32)).cuda()),
+                ref(spec, sd, axis, rounding="sr", rbits=rb2, sr_bits=24))
+            cmp(f"{spec} axis={axis} cublas", trb.quantize_packed(xt, spec, axis=axis, rht=te, scale_layout="cublas"),
+                ref(spec, te, axis))
+            n += 3
+    for spec in ("nvfp4_2d", "mxfp4:block_size=64"):
+        cmp(f"{spec} unfused", trb.quantize_packed(xt, spec, rht=te), ref(spec, te, -1))
+        n += 1
+    finite = torch.where(torch.isfinite(xt), xt, torch.zeros_like(xt))
+    ff = finite.float().cpu().numpy()
+    for rht in (te, sd):
+        for axis in (-1, 0):
+            want = np.float32(np.max(np.abs(rht.apply(ff, axis=axis).astype(np.float32))))
+            r, c = finite.shape
+            M, N, sxm, sxn = (r, c, c, 1) if axis == -1 else (c, r, 1, c)
+            got = trb.rht_global_amax(finite, M, N, sxm, sxn, trb.rht_params(rht))
+            if np.float32(got.cpu()).view(np.uint32) != want.view(np.uint32):
+                failures.append(f"rht amax {rht.out_dtype} axis={axis}")
+            n += 1
     return n
+
+
+def check_rht_full(x, failures):
+    """Full tensor: fused RHT + quantize == the unfused path (rht_kernel to a float32
+    temporary, then the plain kernels), rowwise and columnwise; RHT + amax == amax of the
+    temporary."""
+    from fp4spec.rht import RHT
+
+    te = RHT.te()
+    n = x.shape[0]
+    rp = trb.rht_params(te)
+    for spec in ("nvfp4", "mxfp4"):
+        for axis in (-1, 0):
+            o = trb.quantize_packed(x, spec, axis=axis, rht=te)
+            u = trb.quantize_packed(x, spec, axis=axis, rht=te, variant="unfused")
+            same = torch.equal(o["packed"], u["packed"]) and torch.equal(o["scales"], u["scales"])
+            if o["global_scale"] is not None:
+                same = same and torch.equal(o["global_scale"].view(torch.int32), u["global_scale"].view(torch.int32))
+            if not same:
+                failures.append(f"full {n}x{n} rht fused != unfused {spec} axis={axis}")
+            del o, u
+    y = trb.rht_apply(x, n, n, n, 1, rp)
+    a = trb.rht_global_amax(x, n, n, n, 1, rp)
+    if not torch.equal(a.view(torch.int32), y.abs().max().view(torch.int32)):
+        failures.append(f"full {n}x{n} rht amax rows")
+    del y
+    y = trb.rht_apply(x, n, n, 1, n, rp)
+    a = trb.rht_global_amax(x, n, n, 1, n, rp)
+    if not torch.equal(a.view(torch.int32), y.abs().max().view(torch.int32)):
+        failures.append(f"full {n}x{n} rht amax cols")
+    del y
+    torch.cuda.empty_cache()
+
+
+def time_rht(x, T, rows, q_nv, q_mx, ne):
+    """Fused RHT + quantize next to plain quantize (tensor scale given for NVFP4), ratios."""
+    from fp4spec.rht import RHT
+
+    te, sd32 = RHT.te(), RHT.from_seed(5, out_dtype="float32")
+    n = x.shape[0]
+    nv = fp4spec.get_scheme("nvfp4")
+    sed = tb.tensor_scale(trb.global_amax(x, n, n, n, 1), nv)
+    sed_r = tb.tensor_scale(trb.rht_global_amax(x, n, n, n, 1, trb.rht_params(te)), nv)
+    sed_c = tb.tensor_scale(trb.rht_global_amax(x, n, n, 1, n, trb.rht_params(te)), nv)
+    ratios = []
+    for spec, nb in (("nvfp4", q_nv), ("mxfp4", q_mx)):
+        for axis, tag in ((-1, "rowwise"), (0, "columnwise")):
+            kw = {"s_enc_dec": sed} if spec == "nvfp4" else {}
+            kr = {"s_enc_dec": sed_r if axis == -1 else sed_c} if spec == "nvfp4" else {}
+            tp = T(lambda: trb.quantize_packed(x, spec, axis=axis, **kw))
+            tf = T(lambda: trb.quantize_packed(x, spec, axis=axis, rht=te, **kr))
+            rows.append((f"{spec} {tag} plain" + (" (given)" if kw else ""), tp, nb))
+            rows.append((f"{spec} {tag} RHT(te)+quantize" + (" (given)" if kr else ""), tf, nb))
+            ratios.append((f"{spec} {tag}", tf / tp))
+    saved = trb.RHT_BF16_CVT
+    try:
+        for cvt in (0, 1, 2):
+            trb.RHT_BF16_CVT = cvt
+            rows.append((f"nvfp4 rowwise RHT bf16 cvt={cvt} (given)", T(lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r)), q_nv))
+            rows.append((f"mxfp4 columnwise RHT bf16 cvt={cvt}", T(lambda: trb.quantize_packed(x, "mxfp4", axis=0, rht=te)), q_mx))
+    finally:
+        trb.RHT_BF16_CVT = saved
+    rows.append(("nvfp4 rowwise RHT fp32 out (given)", T(lambda: trb.quantize_packed(x, nv, rht=sd32, s_enc_dec=sed_r)), q_nv))
+    rows.append(("nvfp4 rowwise RHT incl. RHT+amax pass", T(lambda: trb.quantize_packed(x, nv, rht=te)), q_nv))
+    rows.append(("nvfp4 columnwise RHT incl. RHT+amax pass", T(lambda: trb.quantize_packed(x, nv, axis=0, rht=te)), q_nv))
+    rows.append(("amax pass alone", T(lambda: trb.global_amax(x, n, n, n, 1)), 2 * ne))
+    rows.append(("RHT+amax pass rowwise", T(lambda: trb.rht_global_amax(x, n, n, n, 1, trb.rht_params(te))), 2 * ne))
+    rows.append(("RHT+amax pass columnwise", T(lambda: trb.rht_global_amax(x, n, n, 1, n, trb.rht_params(te))), 2 * ne))
+    rows.append(("nvfp4 rowwise RHT unfused (given)", T(lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r, variant="unfused")), q_nv))
+    for br, w in ((256, 4), (256, 8), (1024, 8)):
+        rows.append((f"nvfp4 rowwise RHT BR={br} w={w} (given)", T(lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r, BM=br, num_warps=w)), q_nv))
+        rows.append((f"mxfp4 rowwise RHT BR={br} w={w}", T(lambda: trb.quantize_packed(x, "mxfp4", rht=te, BM=br, num_warps=w)), q_mx))
+    return ratios
+
+
+def check_cols_full(x, failures):
+    """Full tensor: columnwise v3 == v2 (itself checked against v1 and the emulator)."""
+    n = x.shape[0]
+    sed = tb.tensor_scale(trb.global_amax(x, n, n, n, 1), fp4spec.get_scheme("nvfp4"))
+    for spec, kw in (("nvfp4", {"s_enc_dec": sed}), ("mxfp4", {})):
+        o2 = trb.quantize_packed(x, spec, axis=0, variant="cols", **kw)
+        for nb in (None, 1):
+            o3 = trb.quantize_packed(x, spec, axis=0, variant="cols3", BM=nb, **kw)
+            if not (torch.equal(o3["packed"], o2["packed"]) and torch.equal(o3["scales"], o2["scales"])):
+                failures.append(f"full {n}x{n} cols3 != cols {spec} BM={nb}")
+            del o3
+        del o2
+    torch.cuda.empty_cache()
+
+
+def time_cols(x, T, rows, q_nv, q_mx):
+    """Columnwise v2 vs v3, and a v3 tile sweep."""
+    n = x.shape[0]
+    sed = tb.tensor_scale(trb.global_amax(x, n, n, n, 1), fp4spec.get_scheme("nvfp4"))
+    for spec, kw, nb in (("nvfp4", {"s_enc_dec": sed}, q_nv), ("mxfp4", {}, q_mx)):
+        rows.append((f"{spec} columnwise v2 (cols)", T(lambda: trb.quantize_packed(x, spec, axis=0, variant="cols", **kw)), nb))
+        rows.append((f"{spec} columnwise v3 (cols3, default)", T(lambda: trb.quantize_packed(x, spec, axis=0, variant="cols3", **kw)), nb))
+        for bc, w, blocks in ((128, 4, None), (256, 8, None), (512, 8, None), (256, 4, 1)):
+            rows.append((f"{spec} cols3 BC={bc} w={w} NB={blocks or 'dflt'}",
+                         T(lambda: trb.quantize_packed(x, spec, axis=0, variant="cols3", BN=bc, BM=blocks, num_warps=w, **kw)), nb))
+    rows.append(("nvfp4 rowwise (reference)", T(lambda: trb.quantize_packed(x, "nvfp4", **{"s_enc_dec": sed})), q_nv))
 
 
 def same_f32(a, b) -> bool:
@@ -216,22 +409,100 @@ def cuda_time(fn, iters, per_graph=10):
     return statistics.median(ts)
 
 
+SECTIONS = ("check", "full", "time", "rht", "cols", "torchao")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=16384)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--tune", action="store_true")
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--only", default=None,
+                    help=f"comma list of sections to run (default: all): {', '.join(SECTIONS)}. "
+                         "check: emulator checks of every path on a small adversarial tensor; full: full-tensor "
+                         "cross-checks and the main timing table; rht: fused RHT + quantize (checks and timings); "
+                         "cols: columnwise v3 vs v2 (checks and timings); time: the main timing table")
     ap.add_argument("--torch-backend", action="store_true", help="also time the eager torch backend")
     args = ap.parse_args()
+    only = set(SECTIONS) if args.only is None else {p.strip() for p in args.only.split(",") if p.strip()}
+    bad = only - set(SECTIONS)
+    if bad:
+        ap.error(f"--only: unknown sections {', '.join(sorted(bad))} (known: {', '.join(SECTIONS)})")
+    if args.no_check:
+        only.discard("check")
     failures = []
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {trb.triton.__version__}")
-    if not args.no_check:
+    t_start = time.time()
+    if "check" in only:
         check(failures)
+        print(f"  [{time.time() - t_start:.0f} s]")
+    if "rht" in only:
+        nr = check_rht(failures)
+        print(f"rht emulator checks: {nr} comparisons, {len(failures)} failures so far  [{time.time() - t_start:.0f} s]")
     n = args.size
     x = torch.randn(n, n, device="cuda").to(torch.bfloat16)
     ne = n * n
-    # full-tensor cross-check: triton == torch backend (itself equal to the emulator above)
+    if "full" in only:
+        full_checks(x, n, failures)
+    if "rht" in only:
+        check_rht_full(x, failures)
+    if "cols" in only:
+        check_cols_full(x, failures)
+    print(f"full-tensor checks done, {len(failures)} failures so far  [{time.time() - t_start:.0f} s]")
+    y = torch.empty_like(x)
+    rows = []
+    # Baselines: cudaMemcpy D2D timed with events (no graph: a memcpy node in a graph runs
+    # slower), and an elementwise copy kernel timed like the kernels (graph replay). The
+    # faster of the two is the denominator of "% copy".
+    t_memcpy = event_time(lambda: y.copy_(x), args.iters)
+    t_kcopy = cuda_time(lambda: torch.mul(x, 1, out=y), args.iters)
+    t_copy = min(t_memcpy, t_kcopy)
+    bw_copy = 4 * ne / t_copy
+    rows.append(("copy bf16: cudaMemcpy D2D (events)", t_memcpy, 4 * ne))
+    rows.append(("copy bf16: elementwise kernel (graph)", t_kcopy, 4 * ne))
+    del y
+    q_nv = 2 * ne + ne // 2 + ne // 16
+    q_mx = 2 * ne + ne // 2 + ne // 32
+    T = lambda f: cuda_time(f, args.iters)  # noqa: E731
+    ratios = []
+    if "time" in only:
+        main_table(x, n, args, T, rows, bw_copy, q_nv, q_mx, ne)
+    if "rht" in only:
+        ratios = time_rht(x, T, rows, q_nv, q_mx, ne)
+    if "cols" in only:
+        time_cols(x, T, rows, q_nv, q_mx)
+    if "torchao" in only:
+        try:
+            from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
+
+            f = torch.compile(lambda t: NVFP4Tensor.to_nvfp4(t, per_tensor_scale=per_tensor_amax_to_scale(t.abs().max())))
+            rows.append(("torchao NVFP4Tensor.to_nvfp4 (compiled)", cuda_time(lambda: f(x), 10), q_nv))
+        except Exception as exc:  # noqa: BLE001
+            print(f"torchao: not benchmarked ({type(exc).__name__}: {str(exc)[:100]})")
+
+    print(f"\n{'kernel':<46} {'ms':>8} {'TB/s':>7} {'% copy':>7}")
+    for name, t, nbytes in rows:
+        bw = nbytes / t
+        print(f"{name:<46} {t * 1e3:8.3f} {bw / 1e12:7.2f} {100 * bw / bw_copy:6.1f}%")
+    if ratios:
+        print("\nfused RHT + quantize / plain quantize (target <= 1.05):")
+        for name, r in ratios:
+            print(f"  {name:<24} {r:6.3f}" + ("" if r <= 1.05 else "  (above target)"))
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "bench_gpu_quantize.json"), "w") as fh:
+            json.dump({"rows": [(nm, t, b) for nm, t, b in rows], "ratios": ratios, "failures": failures,
+                       "copy_bw": bw_copy, "size": n}, fh, indent=1)
+    print(f"[total {time.time() - t_start:.0f} s]")
+    if failures:
+        print(f"\nBIT-EXACTNESS FAILURES ({len(failures)}):\n  " + "\n  ".join(failures[:40]))
+        sys.exit(1)
+    print("\nall outputs bit-exact with the emulator")
+
+
+def full_checks(x, n, failures):
+    """Full tensor: triton == torch backend; fast paths == the v1 kernel."""
     for spec in ("nvfp4", "mxfp4"):
         o = trb.quantize_packed(x, spec)
         r = tb.quantize_tensors(x, spec)
@@ -244,28 +515,7 @@ def main():
             failures.append(f"full {n}x{n} triton != torch {spec}")
         del o, r, rp
     torch.cuda.empty_cache()
-    y = torch.empty_like(x)
-    rows = []
-    # Baselines: cudaMemcpy D2D timed with events (no graph: a memcpy node in a graph runs
-    # slower), and an elementwise copy kernel timed like the kernels (graph replay). The
-    # faster of the two is the denominator of "% copy".
-    t_memcpy = event_time(lambda: y.copy_(x), args.iters)
-    t_kcopy = cuda_time(lambda: torch.mul(x, 1, out=y), args.iters)
-    t_copy = min(t_memcpy, t_kcopy)
-    bw_copy = 4 * ne / t_copy
-    rows.append(("copy bf16: cudaMemcpy D2D (events)", t_memcpy, 4 * ne))
-    rows.append(("copy bf16: elementwise kernel (graph)", t_kcopy, 4 * ne))
-    rows.append(("copy bf16: cudaMemcpy again (spread)", event_time(lambda: y.copy_(x), args.iters), 4 * ne))
-
-    nv = fp4spec.get_scheme("nvfp4")
-    sed = tb.tensor_scale(trb.global_amax(x, n, n, n, 1), nv)
-    q_nv = 2 * ne + ne // 2 + ne // 16
-    q_mx = 2 * ne + ne // 2 + ne // 32
-    dq_nv = ne // 2 + ne // 16 + 4 * ne
-    dq_mx = ne // 2 + ne // 32 + 4 * ne
-    T = lambda f: cuda_time(f, args.iters)  # noqa: E731
-
-    # full-tensor cross-check: fast paths == generic v1 kernel (itself == torch backend == emulator)
+    sed = tb.tensor_scale(trb.global_amax(x, n, n, n, 1), fp4spec.get_scheme("nvfp4"))
     for spec, kw in (("nvfp4", {"s_enc_dec": sed}), ("mxfp4", {})):
         o1 = trb.quantize_packed(x, spec, variant="v1", **kw)
         for v in ("rows", "rows2d"):
@@ -283,6 +533,13 @@ def main():
         del o1, o, oc1, oc, d1, d
     torch.cuda.empty_cache()
 
+
+def main_table(x, n, args, T, rows, bw_copy, q_nv, q_mx, ne):
+    """The main timing table (and the --tune sweep)."""
+    nv = fp4spec.get_scheme("nvfp4")
+    sed = tb.tensor_scale(trb.global_amax(x, n, n, n, 1), nv)
+    dq_nv = ne // 2 + ne // 16 + 4 * ne
+    dq_mx = ne // 2 + ne // 32 + 4 * ne
     sweep = []
     if args.tune:
         for spec, kw, nb in (("nvfp4", {"s_enc_dec": sed}, q_nv), ("mxfp4", {}, q_mx)):
@@ -291,7 +548,7 @@ def main():
                     t = T(lambda: trb.quantize_packed(x, spec, variant=v, BM=br, num_warps=w, **kw))
                     sweep.append((f"{spec} {v} BR={br} w={w}", t, nb))
             for bc, w, nbd in ((256, 1, 8), (512, 2, 8), (512, 4, 4)):
-                t = T(lambda: trb.quantize_packed(x, spec, axis=0, BN=bc, BM=nbd, num_warps=w, **kw))
+                t = T(lambda: trb.quantize_packed(x, spec, axis=0, BN=bc, BM=nbd, num_warps=w, variant="cols", **kw))
                 sweep.append((f"{spec} cols BC={bc} w={w} bands={nbd}", t, nb))
         o = trb.quantize_packed(x, nv)
         for br, w in ((512, 8), (1024, 8)):
@@ -328,10 +585,6 @@ def main():
     rows.append(("quantize mxfp4", T(lambda: trb.quantize_packed(x, "mxfp4")), q_mx))
     rows.append(("quantize mxfp4 v1 kernel", T(lambda: trb.quantize_packed(x, "mxfp4", variant="v1")), q_mx))
     rows.append(("quantize mxfp4 columnwise", T(lambda: trb.quantize_packed(x, "mxfp4", axis=0)), q_mx))
-    if hasattr(trb, "quantize_rht"):
-        rows.append(("RHT(te)+quantize nvfp4 (given)", T(lambda: trb.quantize_rht(x, nv, signs="te", s_enc_dec=sed)), q_nv))
-        rows.append(("RHT(te)+quantize nvfp4 columnwise (given)", T(lambda: trb.quantize_rht(x, nv, axis=0, signs="te", s_enc_dec=sed)), q_nv))
-        rows.append(("RHT(te)+quantize mxfp4", T(lambda: trb.quantize_rht(x, "mxfp4", signs="te")), q_mx))
     o = trb.quantize_packed(x, nv)
     rows.append(("dequantize nvfp4 -> fp32", T(lambda: trb.dequantize_packed(o["packed"], o["scales"], o["global_scale"], nv)), dq_nv))
     rows.append(("dequantize nvfp4 -> fp32 v1 kernel", T(lambda: trb.dequantize_packed(o["packed"], o["scales"], o["global_scale"], nv, variant="v1")), dq_nv))
@@ -340,22 +593,6 @@ def main():
     del o, om
     if args.torch_backend:
         rows.append(("torch backend quantize nvfp4", cuda_time(lambda: tb.quantize_tensors(x, nv), 3), q_nv))
-    try:
-        from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
-
-        f = torch.compile(lambda t: NVFP4Tensor.to_nvfp4(t, per_tensor_scale=per_tensor_amax_to_scale(t.abs().max())))
-        rows.append(("torchao NVFP4Tensor.to_nvfp4 (compiled)", cuda_time(lambda: f(x), 10), q_nv))
-    except Exception as exc:  # noqa: BLE001
-        print(f"torchao: not benchmarked ({type(exc).__name__}: {str(exc)[:100]})")
-
-    print(f"\n{'kernel':<42} {'ms':>8} {'TB/s':>7} {'% copy':>7}")
-    for name, t, nbytes in rows:
-        bw = nbytes / t
-        print(f"{name:<42} {t * 1e3:8.3f} {bw / 1e12:7.2f} {100 * bw / bw_copy:6.1f}%")
-    if failures:
-        print(f"\nBIT-EXACTNESS FAILURES ({len(failures)}):\n  " + "\n  ".join(failures[:20]))
-        sys.exit(1)
-    print("\nall outputs bit-exact with the emulator")
 
 
 if __name__ == "__main__":
