@@ -27,7 +27,9 @@ def matmul(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact", c=None) -
             exact sum); with tensor scales it is multiplied by ``fp32(gA * gB)`` with the rest.
 
     Returns:
-        float32 array (M x N).
+        float32 array (M x N), ``M = qa.shape[0]``, ``N = qb.shape[0]``: the operands' own
+        rows (the rows ``quantize(..., pad=True)`` stores to fill 2-d tiles are not part of
+        A or B; padding along K is +0 and runs through the K steps).
 
     Normative algorithm:
 
