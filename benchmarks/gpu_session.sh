@@ -12,6 +12,7 @@
 #   quant    benchmarks/bench_gpu_quantize.py (checks + table; QUANT_ARGS passes flags)
 #   conform  python -m fp4spec conform --backend triton (the full suite on the GPU; run from /tmp
 #            so that the source folder fp4spec/ does not shadow the laid-out package)
+#   probe    benchmarks/probe_gpu_zero_sign.py (the sign of zero results of Hopper's bf16 MMA)
 #   auto     backend="auto" on CUDA tensors picks triton and returns CUDA tensors, bit-exact
 #   pytest   the GPU-marked tests (tests/backends) with TRITON_INTERPRET=0
 #   ncu      Nsight Compute sections of the rowwise quantize kernels (profile_gpu_rows.py)
@@ -49,6 +50,7 @@ for step in "$@"; do
     rows) run_step rows timeout "${ROWS_TIMEOUT:-240}" python3 benchmarks/bench_gpu_rows.py ${ROWS_ARGS:-} ;;
     quant) run_step quant timeout "${QUANT_TIMEOUT:-300}" python3 benchmarks/bench_gpu_quantize.py ${QUANT_ARGS:-} ;;
     conform) run_step conform timeout "${CONFORM_TIMEOUT:-400}" env -C /tmp python3 -m fp4spec conform --backend triton ${CONFORM_ARGS:-} ;;
+    probe) run_step probe timeout 120 python3 benchmarks/probe_gpu_zero_sign.py ;;
     auto) run_step auto timeout 120 python3 benchmarks/check_gpu_auto.py ;;
     pytest) run_step pytest timeout "${PYTEST_TIMEOUT:-300}" python3 -m pytest -q -x -p no:cacheprovider ${PYTEST_ARGS:-tests/backends} ;;
     ncu) run_step ncu timeout "${NCU_TIMEOUT:-180}" ncu --clock-control none -k "regex:${NCU_KERNELS:-quantize_rows}" \
