@@ -176,6 +176,8 @@ COLS_VARIANT = "cols3"
 #: program (rowwise), (columns, bands of 16 rows) per program (columnwise).
 RHT_ROWS_BR, RHT_ROWS_WARPS = 512, 8
 RHT_AMAX_BR, RHT_AMAX_COLS = 1024, (256, 4)
+#: Sign masks compiled into the kernels (TE's, and no transform); others are runtime arguments.
+RHT_CONST_SIGNS = frozenset({0xD7E8, 0})
 #: bf16 rounding of the RHT output on a GPU: 0 integer operations, 1 cvt.rn.bf16.f32 (None:
 #: the default), 2 packed cvt.rn.bf16x2.f32 (inline PTX); the interpreter always uses 0.
 RHT_BF16_CVT = None
@@ -236,6 +238,13 @@ def _bf16_cvt() -> int:
     return 1 if RHT_BF16_CVT is None else int(RHT_BF16_CVT)
 
 
+def _signs_constexpr(mask: int) -> int:
+    """The kernels' SIGNS constexpr: the sign mask itself for the masks in RHT_CONST_SIGNS (the
+    sign flips compile to nothing), else -1 (the mask is passed at run time: one compile for
+    every sign vector, one xor per value)."""
+    return mask if mask in RHT_CONST_SIGNS else -1
+
+
 def rht_global_amax(x2, M, N, sxm, sxn, rp):
     """float32 0-d tensor: max |RHT(x)| (NaN if any NaN) over the logical M x N matrix, the
     transform along N, in one pass without a temporary (rowwise: x2 contiguous; columnwise:
@@ -246,15 +255,15 @@ def rht_global_amax(x2, M, N, sxm, sxn, rp):
     signs, out_bf16 = rp
     out = torch.zeros(1, dtype=torch.int32, device=x2.device)
     bf16 = x2.dtype == torch.bfloat16
-    kw = dict(IN_BF16=bf16, SIGNS=signs, OUT_BF16=out_bf16, BF16_CVT=_bf16_cvt())
+    kw = dict(IN_BF16=bf16, SIGNS=_signs_constexpr(signs), OUT_BF16=out_bf16, BF16_CVT=_bf16_cvt())
     if sxn == 1 and sxm == N:
         nch = M * N // 16
         tk.rht_amax_rows_kernel[(triton.cdiv(nch, RHT_AMAX_BR),)](
-            x2.view(torch.int64) if bf16 else x2, out, nch, BR=RHT_AMAX_BR, num_warps=8, **kw)
+            x2.view(torch.int64) if bf16 else x2, out, nch, signs, BR=RHT_AMAX_BR, num_warps=8, **kw)
     elif sxm == 1:
         bc, nb = RHT_AMAX_COLS
         grid = (triton.cdiv(M, bc), triton.cdiv(N // 16, nb))
-        tk.rht_amax_cols_kernel[grid](x2.view(torch.int16) if bf16 else x2, out, N, M, sxn, BC=bc, NB=nb,
+        tk.rht_amax_cols_kernel[grid](x2.view(torch.int16) if bf16 else x2, out, N, M, sxn, signs, BC=bc, NB=nb,
                                       num_warps=4, **kw)
     else:
         raise NotImplementedError("rht amax: a contiguous tensor (rowwise) or a 2-D tensor with unit column stride")
@@ -275,8 +284,8 @@ def rht_apply(x2, M, N, sxm, sxn, rp):
     bf16 = x2.dtype == torch.bfloat16
     BM = 64
     grid = (triton.cdiv(M, BM), N // 16)
-    tk.rht_kernel[grid](x2.view(torch.int16) if bf16 else x2, y2, M, sxm, sxn, sym, syn, BM=BM, IN_BF16=bf16,
-                        SIGNS=signs, OUT_BF16=out_bf16, BF16_CVT=_bf16_cvt(), num_warps=4)
+    tk.rht_kernel[grid](x2.view(torch.int16) if bf16 else x2, y2, M, sxm, sxn, sym, syn, signs, BM=BM, IN_BF16=bf16,
+                        SIGNS=_signs_constexpr(signs), OUT_BF16=out_bf16, BF16_CVT=_bf16_cvt(), num_warps=4)
     return y2
 
 
@@ -386,7 +395,8 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     eflags = dict(NTHR=int(thr.numel()), INT4=sch.element.name == "int4_sym",
                   NEGZERO=bool(sch.element.has_negative_zero),
                   ZERO_POS=(not mx) and pol["nv_negative_zero"] == "positive")
-    rflags = dict(SIGNS=0 if rp is None else rp[0], OUT_BF16=rp is not None and rp[1], BF16_CVT=_bf16_cvt())
+    sgn = 0 if rp is None else rp[0]
+    rflags = dict(SIGNS=_signs_constexpr(sgn), OUT_BF16=rp is not None and rp[1], BF16_CVT=_bf16_cvt())
     packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
     scales, cpad = _scale_out(M, N // K, dev, scale_layout)
     cublas = scale_layout == "cublas"
@@ -403,7 +413,7 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
         if rp is not None:
             r_in = rb.reshape(-1) if rb is not None else ts
             tk.quantize_rows_rht_kernel[(triton.cdiv(nblk, BM or RHT_ROWS_BR),)](
-                xin, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts, nblk, N // K, cpad, seed_v,
+                xin, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts, nblk, N // K, cpad, seed_v, sgn,
                 BR=BM or RHT_ROWS_BR, K=K, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits),
                 IN_BF16=bf16, CUBLAS=cublas, num_warps=num_warps or RHT_ROWS_WARPS, **flags, **eflags, **rflags)
         elif use == "rows2d":
@@ -441,7 +451,7 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
             grid = (triton.cdiv(M, bc), nsc // nb)
             sview = scales if nb == 1 else scales.view(torch.int16 if nb == 2 else torch.int32)
             tk.quantize_cols3_kernel[grid](
-                xin, packed.view(torch.int64), sview, r_in, thr, dthr, mags, ts, M, sxn, srr, N // 16, nsc, cpad, seed_v,
+                xin, packed.view(torch.int64), sview, r_in, thr, dthr, mags, ts, M, sxn, srr, N // 16, nsc, cpad, seed_v, sgn,
                 BC=bc, K=K, NB=nb, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
                 CUBLAS=cublas, RHT=rp is not None, num_warps=num_warps or w, **flags, **eflags, **rflags)
         else:

@@ -654,12 +654,19 @@ def _quantize_cols_band(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr,
 
 
 @triton.jit
-def _sflip(v, NEG: tl.constexpr):
-    """Step F2 for one value: -v (an exact sign flip, fneg) where s_i = -1."""
-    if NEG:
-        return -v
+def _sflip(v, SIGNS: tl.constexpr, sgn, I: tl.constexpr):
+    """Step F2 for value I: s_I * v, an exact sign flip where bit I of the mask is set. SIGNS
+    >= 0: the mask as a constexpr (a flip is a free fneg, folded into the first butterfly);
+    SIGNS = -1: the mask is the runtime int sgn (one xor of the sign bit per value, one
+    compile for every sign vector)."""
+    if SIGNS >= 0:
+        if (SIGNS >> I) & 1:
+            return -v
+        else:
+            return v
     else:
-        return v
+        bit = ((sgn >> I) & 1) << 31
+        return (v.to(tl.int32, bitcast=True) ^ bit).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -705,25 +712,26 @@ def _rht_out2(u, v, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
 
 @triton.jit
 def _fwht16(u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15,
-            SIGNS: tl.constexpr, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
-    """Steps F2-F5 of fwht-fp32 on one row of 16 float32 values (SIGNS: bit i set where s_i = -1)."""
+            SIGNS: tl.constexpr, sgn, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """Steps F2-F5 of fwht-fp32 on one row of 16 float32 values (sign mask: bit i set where
+    s_i = -1; SIGNS, or sgn when SIGNS = -1, see :func:`_sflip`)."""
     # F2: sign flips
-    u0 = _sflip(u0, (SIGNS >> 0) & 1)
-    u1 = _sflip(u1, (SIGNS >> 1) & 1)
-    u2 = _sflip(u2, (SIGNS >> 2) & 1)
-    u3 = _sflip(u3, (SIGNS >> 3) & 1)
-    u4 = _sflip(u4, (SIGNS >> 4) & 1)
-    u5 = _sflip(u5, (SIGNS >> 5) & 1)
-    u6 = _sflip(u6, (SIGNS >> 6) & 1)
-    u7 = _sflip(u7, (SIGNS >> 7) & 1)
-    u8 = _sflip(u8, (SIGNS >> 8) & 1)
-    u9 = _sflip(u9, (SIGNS >> 9) & 1)
-    u10 = _sflip(u10, (SIGNS >> 10) & 1)
-    u11 = _sflip(u11, (SIGNS >> 11) & 1)
-    u12 = _sflip(u12, (SIGNS >> 12) & 1)
-    u13 = _sflip(u13, (SIGNS >> 13) & 1)
-    u14 = _sflip(u14, (SIGNS >> 14) & 1)
-    u15 = _sflip(u15, (SIGNS >> 15) & 1)
+    u0 = _sflip(u0, SIGNS, sgn, 0)
+    u1 = _sflip(u1, SIGNS, sgn, 1)
+    u2 = _sflip(u2, SIGNS, sgn, 2)
+    u3 = _sflip(u3, SIGNS, sgn, 3)
+    u4 = _sflip(u4, SIGNS, sgn, 4)
+    u5 = _sflip(u5, SIGNS, sgn, 5)
+    u6 = _sflip(u6, SIGNS, sgn, 6)
+    u7 = _sflip(u7, SIGNS, sgn, 7)
+    u8 = _sflip(u8, SIGNS, sgn, 8)
+    u9 = _sflip(u9, SIGNS, sgn, 9)
+    u10 = _sflip(u10, SIGNS, sgn, 10)
+    u11 = _sflip(u11, SIGNS, sgn, 11)
+    u12 = _sflip(u12, SIGNS, sgn, 12)
+    u13 = _sflip(u13, SIGNS, sgn, 13)
+    u14 = _sflip(u14, SIGNS, sgn, 14)
+    u15 = _sflip(u15, SIGNS, sgn, 15)
     # F3, d = 1
     u0, u1 = _bfly(u0, u1)
     u2, u3 = _bfly(u2, u3)
@@ -781,7 +789,7 @@ def _absmax16(m, y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14
 
 
 @triton.jit
-def _rows16(x_ptr, g, mask, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr,
+def _rows16(x_ptr, g, mask, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr, sgn,
             OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
     """The 16 float32 values (transformed if RHT) of the 16 consecutive elements that start
     at group g (of four) of a contiguous tensor."""
@@ -791,13 +799,13 @@ def _rows16(x_ptr, g, mask, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.
     x12, x13, x14, x15 = _load_group(x_ptr, g + 3, mask, IN_BF16)
     if RHT:
         return _fwht16(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15,
-                       SIGNS, OUT_BF16, BF16_CVT)
+                       SIGNS, sgn, OUT_BF16, BF16_CVT)
     else:
         return x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15
 
 
 @triton.jit
-def _cols16(x_ptr, offs, sxr, mask, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr,
+def _cols16(x_ptr, offs, sxr, mask, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr, sgn,
             OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
     """The 16 float32 values (transformed if RHT) of rows r..r+15 of a row-major tensor, for
     a vector of columns: offs = r * sxr + column (int64); each row load is coalesced."""
@@ -819,7 +827,7 @@ def _cols16(x_ptr, offs, sxr, mask, IN_BF16: tl.constexpr, RHT: tl.constexpr, SI
     x15 = _load_rows(x_ptr, offs + 15 * sxr, mask, IN_BF16)
     if RHT:
         return _fwht16(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15,
-                       SIGNS, OUT_BF16, BF16_CVT)
+                       SIGNS, sgn, OUT_BF16, BF16_CVT)
     else:
         return x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15
 
@@ -910,7 +918,7 @@ def _rbits_cols16(r_ptr, seed, row, c, c0, mask, srr, NCOL, NB: tl.constexpr, BC
 
 
 @triton.jit
-def quantize_rows_rht_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, NBLK, NSC, CPAD, seed,
+def quantize_rows_rht_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, NBLK, NSC, CPAD, seed, sgn,
                              BR: tl.constexpr, K: tl.constexpr, FAST: tl.constexpr,
                              MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
                              SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
@@ -928,11 +936,11 @@ def quantize_rows_rht_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags
     mask = blk < NBLK
     g0 = blk * G
     a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16(
-        x_ptr, g0, mask, IN_BF16, True, SIGNS, OUT_BF16, BF16_CVT)
+        x_ptr, g0, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
     vm = _absmax16(tl.zeros((BR,), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
     if K == 32:
         b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16(
-            x_ptr, g0 + 4, mask, IN_BF16, True, SIGNS, OUT_BF16, BF16_CVT)
+            x_ptr, g0 + 4, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
         vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
     scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
     if SR != 0:
@@ -969,18 +977,18 @@ def _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c, c0,
                  RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                  NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr, INT4: tl.constexpr,
                  NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, IN_BF16: tl.constexpr, RHT: tl.constexpr,
-                 SIGNS: tl.constexpr, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+                 SIGNS: tl.constexpr, sgn, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
     """NB x BC blocks of K rows: block (b, j) holds rows row0[b] .. row0[b] + K - 1 of column
     c[j] (row0: [NB, 1] int64, c: [1, BC] int64). Returns the scale codes (int32) and the code
     words (int64, 16 codes each: one for K = 16, two for K = 32), all [NB, BC]."""
     offs = row0 * sxr + c
     a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _cols16(
-        x_ptr, offs, sxr, mask, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+        x_ptr, offs, sxr, mask, IN_BF16, RHT, SIGNS, sgn, OUT_BF16, BF16_CVT)
     vm = _absmax16(tl.zeros((NB, BC), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14,
                    a15)
     if K == 32:
         b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _cols16(
-            x_ptr, offs + 16 * sxr, sxr, mask, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+            x_ptr, offs + 16 * sxr, sxr, mask, IN_BF16, RHT, SIGNS, sgn, OUT_BF16, BF16_CVT)
         vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
     scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
     if SR != 0:
@@ -1013,7 +1021,7 @@ def _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c, c0,
 
 @triton.jit
 def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr,
-                          NCOL, sxr, srr, QW, NSC, CPAD, seed,
+                          NCOL, sxr, srr, QW, NSC, CPAD, seed, sgn,
                           BC: tl.constexpr, K: tl.constexpr, NB: tl.constexpr, FAST: tl.constexpr,
                           MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
                           SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
@@ -1048,7 +1056,7 @@ def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_pt
     mask = tl.broadcast_to(cmask[None, :], (NB, BC))
     sc, wa, wb = _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c64[None, :], c0, mask, sxr, srr,
                               NCOL, seed, NB, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
-                              INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, OUT_BF16, BF16_CVT)
+                              INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, sgn, OUT_BF16, BF16_CVT)
     W: tl.constexpr = NB * (K // 16)
     if K == 16:
         words = tl.trans(wa)  # [BC, NB]
@@ -1072,7 +1080,7 @@ def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_pt
 
 
 @triton.jit
-def rht_amax_rows_kernel(x_ptr, out_ptr, NCH, BR: tl.constexpr, IN_BF16: tl.constexpr, SIGNS: tl.constexpr,
+def rht_amax_rows_kernel(x_ptr, out_ptr, NCH, sgn, BR: tl.constexpr, IN_BF16: tl.constexpr, SIGNS: tl.constexpr,
                          OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
     """Global amax of the RHT of a contiguous tensor along its last axis (NCH rows of 16), one
     row per thread, no temporary: int32 atomic max of the sign-cleared bit pattern (a NaN
@@ -1080,13 +1088,13 @@ def rht_amax_rows_kernel(x_ptr, out_ptr, NCH, BR: tl.constexpr, IN_BF16: tl.cons
     ch = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
     mask = ch < NCH
     y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _rows16(
-        x_ptr, ch * 4, mask, IN_BF16, True, SIGNS, OUT_BF16, BF16_CVT)
+        x_ptr, ch * 4, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
     m = _absmax16(tl.zeros((BR,), tl.float32), y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15)
     tl.atomic_max(out_ptr, tl.max(_abs_bits(m), axis=0))
 
 
 @triton.jit
-def rht_amax_cols_kernel(x_ptr, out_ptr, NROW, NCOL, sxr, BC: tl.constexpr, NB: tl.constexpr,
+def rht_amax_cols_kernel(x_ptr, out_ptr, NROW, NCOL, sxr, sgn, BC: tl.constexpr, NB: tl.constexpr,
                          IN_BF16: tl.constexpr, SIGNS: tl.constexpr, OUT_BF16: tl.constexpr,
                          BF16_CVT: tl.constexpr):
     """Global amax of the RHT of a row-major (NROW, NCOL) tensor along axis 0 (rows of 16 down
@@ -1098,13 +1106,13 @@ def rht_amax_cols_kernel(x_ptr, out_ptr, NROW, NCOL, sxr, BC: tl.constexpr, NB: 
         row0 = (tl.program_id(1) * NB + b) * 16
         mask = cmask & ((c * 0 + row0) < NROW)
         y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _cols16(
-            x_ptr, row0.to(tl.int64) * sxr + c, sxr, mask, IN_BF16, True, SIGNS, OUT_BF16, BF16_CVT)
+            x_ptr, row0.to(tl.int64) * sxr + c, sxr, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
         m = _absmax16(m, y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15)
     tl.atomic_max(out_ptr, tl.max(_abs_bits(m), axis=0))
 
 
 @triton.jit
-def rht_kernel(x_ptr, y_ptr, M, sxm, sxn, sym, syn, BM: tl.constexpr, IN_BF16: tl.constexpr,
+def rht_kernel(x_ptr, y_ptr, M, sxm, sxn, sym, syn, sgn, BM: tl.constexpr, IN_BF16: tl.constexpr,
                SIGNS: tl.constexpr, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
     """The RHT of the logical matrix x[m, n] = x_ptr[m*sxm + n*sxn] along n, written as float32
     (bf16 output: the rounded values) to y[m, n] = y_ptr[m*sym + n*syn]: the unfused path
@@ -1115,7 +1123,7 @@ def rht_kernel(x_ptr, y_ptr, M, sxm, sxn, sym, syn, BM: tl.constexpr, IN_BF16: t
     n0 = (tl.program_id(1) * 16).to(tl.int64)
     offs = rm.to(tl.int64) * sxm + n0 * sxn
     y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _cols16(
-        x_ptr, offs, sxn, mask, IN_BF16, True, SIGNS, OUT_BF16, BF16_CVT)
+        x_ptr, offs, sxn, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
     o = y_ptr + rm.to(tl.int64) * sym + n0 * syn
     tl.store(o, y0, mask=mask)
     tl.store(o + syn, y1, mask=mask)
