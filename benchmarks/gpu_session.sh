@@ -49,10 +49,10 @@ for step in "$@"; do
     gemm) run_step gemm timeout "${GEMM_TIMEOUT:-300}" python3 benchmarks/bench_gpu_gemm.py ${GEMM_ARGS:-} ;;
     rows) run_step rows timeout "${ROWS_TIMEOUT:-240}" python3 benchmarks/bench_gpu_rows.py ${ROWS_ARGS:-} ;;
     quant) run_step quant timeout "${QUANT_TIMEOUT:-300}" python3 benchmarks/bench_gpu_quantize.py ${QUANT_ARGS:-} ;;
-    conform) run_step conform timeout "${CONFORM_TIMEOUT:-400}" env -C /tmp python3 -m fp4spec conform --backend triton ${CONFORM_ARGS:-} ;;
+    conform) run_step conform timeout "${CONFORM_TIMEOUT:-400}" env -C /tmp python3 -P -m fp4spec conform --backend triton ${CONFORM_ARGS:-} ;;
     probe) run_step probe timeout 120 python3 benchmarks/probe_gpu_zero_sign.py ;;
     auto) run_step auto timeout 120 python3 benchmarks/check_gpu_auto.py ;;
-    pytest) run_step pytest timeout "${PYTEST_TIMEOUT:-300}" python3 -m pytest -q -x -p no:cacheprovider ${PYTEST_ARGS:-tests/backends} ;;
+    pytest) run_step pytest timeout "${PYTEST_TIMEOUT:-300}" python3 -P -m pytest -q -x -p no:cacheprovider ${PYTEST_ARGS:-tests/backends} ;;
     ncu) run_step ncu timeout "${NCU_TIMEOUT:-180}" ncu --clock-control none -k "regex:${NCU_KERNELS:-quantize_rows}" \
            --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
            --section WarpStateStats --section LaunchStats --section Occupancy --section InstructionStats \
