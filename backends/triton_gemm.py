@@ -58,6 +58,7 @@ instruction, each byte loaded twice).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 
@@ -710,6 +711,65 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     return out.cpu().numpy()
 
 
+def model_dot(a, b, acc, accumulator="sm90-bf16") -> np.ndarray:
+    """float32 ``acc + a . b`` as the accumulator model's chained steps (k_step = 16 for
+    ``sm90-bf16``): what one ``tl.dot`` of the kernel computes on Hopper, in numpy.
+
+    ``a`` (M x K) and ``b`` (K x N) hold exact bf16 values (float32 arrays; NaN and +-Inf
+    allowed), ``acc`` is float32 (M x N), K a multiple of the step. Each step is
+    :func:`fp4spec.emulator.gemm._fused` on the step's products and ``acc``, with the model's
+    special values (a NaN or Inf float64 sum gives NaN or that Inf) -- the loop of the
+    emulator's ``_fdpa_terms`` on operands already rounded to bf16. Used by
+    :func:`interpreter_model_dot`."""
+    from fp4spec.accumulator_models import BF16, get_accumulator
+    from fp4spec.emulator import gemm as E
+
+    model = get_accumulator(accumulator)
+    va = np.asarray(a, np.float32).astype(np.float64)
+    vb = np.asarray(b, np.float32).astype(np.float64).T
+    acc = np.asarray(acc, np.float32)
+    ma, ea, za = E.decompose(np.where(np.isfinite(va), va, 0.0), BF16)
+    mb, eb, zb = E.decompose(np.where(np.isfinite(vb), vb, 0.0), BF16)
+    p = BF16.man_bits
+    step = model.k_step
+    if va.shape[1] % step:
+        raise ValueError(f"a: K = {va.shape[1]} is not a multiple of the model's step {step}")
+    for k0 in range(0, va.shape[1], step):
+        sl = slice(k0, k0 + step)
+        n = ma[:, None, sl] * mb[None, :, sl]
+        e = ea[:, None, sl] + eb[None, :, sl]
+        zero = za[:, None, sl] | zb[None, :, sl]
+        new = E._fused([(n, e - 2 * p, e, zero)], E.f32_terms(acc), model)
+        nan, inf, s = E._fp64_special(va[:, sl], vb[:, sl], acc)
+        with np.errstate(all="ignore"):
+            new = np.where(inf, s.astype(np.float32), new)
+        acc = np.where(nan, np.float32(np.nan), new).astype(np.float32)
+    return acc
+
+
+@contextlib.contextmanager
+def interpreter_model_dot(accumulator="sm90-bf16"):
+    """Under ``TRITON_INTERPRET=1``: every float32 ``tl.dot`` of the interpreter computes
+    :func:`model_dot` instead of numpy's matmul while the context is active, so that the
+    interpreted GEMM gives the model's bits on any data (a CPU check of everything around the
+    MMA: packing, scales, tiles, masks, c, epilogue, NaN patterns; the MMA itself is the
+    GPU's). Other dots are left to the interpreter."""
+    from triton.runtime import interpreter as ti
+
+    orig = ti.InterpreterBuilder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if a.data.dtype == np.float32 and b.data.dtype == np.float32 and d.data.dtype == np.float32:
+            return ti.TensorHandle(model_dot(a.data, b.data, d.data, accumulator), d.dtype.scalar)
+        return orig(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    ti.InterpreterBuilder.create_dot = create_dot
+    try:
+        yield
+    finally:
+        ti.InterpreterBuilder.create_dot = orig
+
+
 def bf16_rne_bits(x: np.ndarray, nan_bits: int = NAN_BITS) -> np.ndarray:
     """uint16 bf16 bit patterns of float32 ``x`` rounded to nearest even (step 5 of the
     module docstring; NaN -> ``nan_bits >> 16``): the reference of the bf16 output."""
@@ -733,9 +793,11 @@ __all__ = [
     "dequantize_bf16",
     "gemm_availability",
     "get_config",
+    "interpreter_model_dot",
     "matmul",
     "matmul_dot_scaled",
     "matmul_packed",
+    "model_dot",
     "operand_format",
     "pack_operand",
 ]

@@ -313,3 +313,43 @@ def test_row_padded_operand():
     got = G.matmul(padded, qb, c=c, **CPU_CONFIGS["prepass"])
     assert got.shape == (20, 16)
     assert_bits(got, model(qa, qb, c))
+
+
+# =====================================================================================
+# CPU: the model's MMA chain in place of the interpreter's dot (any data, bit for bit)
+# =====================================================================================
+
+interp_only = pytest.mark.skipif(CUDA, reason="CPU interpreter check (on a GPU the gpu tests check the MMA itself)")
+
+
+@interp_only
+@pytest.mark.parametrize("family", FAMILIES)
+def test_interpreter_model_dot_families(family):
+    """With :func:`interpreter_model_dot` the interpreted kernels give the model's bits on the
+    adversarial families too: everything around the MMA (packing, scales, K tiles, c, g, NaN
+    patterns, padded tiles, every variant) is checked on data where the models differ."""
+    shapes = [(3, 5, 64), (17, 33, 96)]
+    with G.interpreter_model_dot():
+        for si, (m, n, k) in enumerate(shapes):
+            for name in SCHEMES:
+                case = GENERATORS[family](np.random.default_rng(50 + si), MODEL, fp4spec.get_scheme(name), m, n, k)
+                want = model(case.qa, case.qb, case.c)
+                for cfg in ([None, CPU_CONFIGS["fused"]] if si == 0 else [CPU_CONFIGS["hybrid-dup"]]):
+                    assert_bits(G.matmul(case.qa, case.qb, c=case.c, **(cfg or {})), want)
+
+
+@interp_only
+def test_conformance_matmul_rows_through_backend(monkeypatch):
+    """``fp4spec conform --backend triton --property matmul`` as the GPU runs it (the backend
+    claims sm90-bf16), on the interpreter with the model's dot: every row passes, so what the
+    conformance feeds ``Backend.matmul`` (numpy QuantizedTensors, c None or given, M or N of 1,
+    K of one block, tensor scales) is handled as the bench's operands are."""
+    from fp4spec.conformance import runner
+
+    monkeypatch.setattr(G, "claimed_accumulators", lambda device=None: G.ACCUMULATORS)
+    with G.interpreter_model_dot():
+        report = runner.run("triton", properties=["matmul"], matmul_max_examples=10)
+    rows = [r for r in report.results if r.property.startswith("matmul/")]
+    assert len(rows) == len(FAMILIES)
+    bad = [(r.property, r.status, r.counterexample and r.counterexample.what) for r in rows if r.status != "PASS"]
+    assert not bad, bad
