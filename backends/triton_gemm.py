@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import os
 
 import numpy as np
@@ -227,17 +228,33 @@ if triton is not None:
         return x
 
     @triton.jit
+    def _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM: tl.constexpr,
+                  BN: tl.constexpr, BK: tl.constexpr,
+                  A_FUSED: tl.constexpr, A_ELEM: tl.constexpr, A_SCALE: tl.constexpr, A_BLOCK: tl.constexpr,
+                  B_FUSED: tl.constexpr, B_ELEM: tl.constexpr, B_SCALE: tl.constexpr, B_BLOCK: tl.constexpr,
+                  DUP: tl.constexpr, DOT_F32: tl.constexpr):
+        """acc + A[:, k0:k0+BK] . B[:, k0:k0+BK]^T: one tl.dot (BK / 16 chained MMA steps)."""
+        a = _operand_tile(a_ptr, as_ptr, ra, k0, sam, sas, BM, BK, A_BLOCK, A_ELEM, A_SCALE, A_FUSED, DUP, DOT_F32)
+        b = _operand_tile(b_ptr, bs_ptr, rb, k0, sbn, sbs, BN, BK, B_BLOCK, B_ELEM, B_SCALE, B_FUSED, DUP, DOT_F32)
+        if DOT_F32:
+            acc = tl.dot(a, tl.trans(b), acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, tl.trans(b), acc)
+        return acc
+
     def gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, g_ptr, out_ptr, zero, M, N, K,
                     sam, sas, sbn, sbs, scm, som,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                     A_FUSED: tl.constexpr, A_ELEM: tl.constexpr, A_SCALE: tl.constexpr, A_BLOCK: tl.constexpr,
                     B_FUSED: tl.constexpr, B_ELEM: tl.constexpr, B_SCALE: tl.constexpr, B_BLOCK: tl.constexpr,
                     DUP: tl.constexpr, HAS_C: tl.constexpr, HAS_G: tl.constexpr, OUT_BF16: tl.constexpr,
-                    NAN: tl.constexpr, DOT_F32: tl.constexpr):
+                    NAN: tl.constexpr, DOT_F32: tl.constexpr, TAIL: tl.constexpr):
         """One BM x BN tile of C = A . B^T (+ c), steps 2-5 of the module docstring.
 
         Grouped tile order (GROUP_M rows of tiles share B tiles in L2). Rows past M / N are
-        read modulo M / N (no masks in the K loop) and not stored. K % BK == 0.
+        read modulo M / N (no masks in the K loop) and not stored. TAIL: K is any multiple of
+        16 (the K % BK rest runs as k = 16 dots after the BK ones, still in ascending K);
+        else K % BK == 0.
         """
         pid = tl.program_id(0)
         num_m = tl.cdiv(M, BM)
@@ -259,15 +276,18 @@ if triton is not None:
             # +0 from a runtime argument: a constant zero would let Triton drop the
             # accumulator operand of the first MMA, which the model does not describe
             acc = tl.full((BM, BN), zero, tl.float32)
-        for k0 in range(0, K, BK):
-            a = _operand_tile(a_ptr, as_ptr, ra, k0, sam, sas, BM, BK, A_BLOCK, A_ELEM, A_SCALE, A_FUSED, DUP,
-                              DOT_F32)
-            b = _operand_tile(b_ptr, bs_ptr, rb, k0, sbn, sbs, BN, BK, B_BLOCK, B_ELEM, B_SCALE, B_FUSED, DUP,
-                              DOT_F32)
-            if DOT_F32:
-                acc = tl.dot(a, tl.trans(b), acc, input_precision="ieee")
-            else:
-                acc = tl.dot(a, tl.trans(b), acc)
+        k_main = K
+        if TAIL:
+            k_main = K - K % BK
+        for k0 in range(0, k_main, BK):
+            acc = _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM, BN, BK,
+                            A_FUSED, A_ELEM, A_SCALE, A_BLOCK, B_FUSED, B_ELEM, B_SCALE, B_BLOCK, DUP, DOT_F32)
+        if TAIL:
+            if BK > 16:
+                for k0 in range(k_main, K, 16):
+                    acc = _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM, BN, 16,
+                                    A_FUSED, A_ELEM, A_SCALE, A_BLOCK, B_FUSED, B_ELEM, B_SCALE, B_BLOCK, DUP,
+                                    DOT_F32)
         if HAS_G:
             acc = acc * tl.load(g_ptr)
         bits = tl.where(acc != acc, NAN, acc.to(tl.int32, bitcast=True))
@@ -279,7 +299,6 @@ if triton is not None:
         else:
             tl.store(optr, bits, mask=omask)
 
-    @triton.jit
     def dequant_bf16_kernel(p_ptr, s_ptr, out_ptr, R, KB, sp, ss, so,
                             BR: tl.constexpr, BKB: tl.constexpr, BLOCK: tl.constexpr,
                             ELEM: tl.constexpr, SCALE: tl.constexpr):
@@ -295,6 +314,16 @@ if triton is not None:
         lo = _bf16_bits(byte & 15, sv, ELEM, SCALE)
         hi = _bf16_bits(byte >> 4, sv, ELEM, SCALE)
         tl.store(out_ptr + r64[:, None] * so + kb[None, :], lo | (hi << 16), mask=mask)
+
+    def _jit_pair(fn, shape_args):
+        """(fn specialised on every int argument, as the tuned configurations want: strides that
+        are multiples of 16 give vector loads; fn with ``shape_args`` -- sizes and strides --
+        as plain runtime ints: one compile for every shape)."""
+        names = list(inspect.signature(fn).parameters)
+        return triton.jit(fn), triton.jit(fn, do_not_specialize=[names.index(a) for a in shape_args])
+
+    gemm_kernel, gemm_kernel_any = _jit_pair(gemm_kernel, ("M", "N", "K", "sam", "sas", "sbn", "sbs", "scm", "som"))
+    dequant_bf16_kernel, dequant_bf16_kernel_any = _jit_pair(dequant_bf16_kernel, ("R", "KB", "sp", "ss", "so"))
 
     @triton.jit
     def dot_scaled_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, out_ptr, zero, M, N, K, sam, sas, sbn, sbs, scm, som,
@@ -350,6 +379,12 @@ class TileConfig:
         num_warps, num_stages: Triton launch options (num_stages pipelines the K loop's loads).
         unpack: ``"join"`` or ``"dup"`` (see the module docstring).
         dq_rows, dq_bytes: tile of the prepass dequantize kernel (rows x packed bytes).
+        any_shape: one compiled kernel for every shape (sizes and strides are runtime ints,
+            not specialised; the tile is BM x BN x BK whatever M, N, K; any K multiple of 16:
+            the K % BK rest runs as k = 16 dots; c and g are always passed, as +0 and 1.0
+            when absent -- the same bits). Else the kernel is specialised on the shape (vector
+            loads where strides are multiples of 16; tiles shrink to small M, N; BK halves
+            until it divides K): faster, but a new compile for many new shapes.
     """
 
     variant: str = "prepass"
@@ -362,6 +397,7 @@ class TileConfig:
     unpack: str = "join"
     dq_rows: int = 32
     dq_bytes: int = 128
+    any_shape: bool = False
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
@@ -376,10 +412,12 @@ class TileConfig:
             v = getattr(self, f)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{f}: {v!r} is not a positive integer")
+        if not isinstance(self.any_shape, bool):
+            raise ValueError(f"any_shape: {self.any_shape!r} is not True or False")
 
     def describe(self) -> str:
         return (f"{self.variant} {self.BM}x{self.BN}x{self.BK} w{self.num_warps} s{self.num_stages} "
-                f"g{self.GROUP_M} {self.unpack}")
+                f"g{self.GROUP_M} {self.unpack}" + (" any-shape" if self.any_shape else ""))
 
 
 #: Named configurations swept by ``benchmarks/bench_gpu_gemm.py``.
@@ -396,9 +434,17 @@ CONFIGS = {
     "fused-128x256": TileConfig("fused", 128, 256, 64, 8, 8, 3),
     "fused-128x128-k128": TileConfig("fused", 128, 128, 128, 8, 8, 2),
     "fused-128x128-dup": TileConfig("fused", 128, 128, 64, 8, 8, 3, "dup"),
+    "any-64x64": TileConfig("fused", 64, 64, 16, 8, 4, 2, any_shape=True),
+    "any-prepass-128x128-k64": TileConfig("prepass", 128, 128, 64, 8, 4, 3, any_shape=True),
 }
 #: The configuration used when none is given.
 DEFAULT_CONFIG = "prepass-128x256"
+#: What :func:`matmul` (``Backend.matmul``) uses when no configuration is given and the GEMM
+#: is small (M N K at most :data:`SMALL_MACS`): one compile per pair of operand formats
+#: whatever the shapes (the conformance rows draw many small shapes, and each compile of the
+#: GEMM kernel takes seconds); one wgmma m64 warpgroup per tile, one k = 16 MMA per dot.
+SMALL_CONFIG = "any-64x64"
+SMALL_MACS = 1 << 24
 
 
 def get_config(config=None, **overrides) -> TileConfig:
@@ -522,10 +568,12 @@ def _g_tensor(g, device):
 
 
 def dequantize_bf16(packed, scales, scheme, *, rows_per_program: int = 32, bytes_per_program: int = 128,
-                    num_warps: int = 4):
+                    num_warps: int = 4, any_shape: bool = False):
     """bf16 (R x K) tensor ``bf16(element * block scale)`` of packed codes (R x K/2, low nibble
     first) and scale codes (R x K/k): the sm90-bf16 model's operand values (step 2 of the
-    module docstring), on the device of ``packed``. Tensor scales are not applied."""
+    module docstring), on the device of ``packed``. Tensor scales are not applied.
+    ``any_shape``: the kernel is not specialised on sizes and strides (one compile for every
+    shape)."""
     import torch
 
     elem, scale, block = operand_format(scheme)
@@ -533,9 +581,9 @@ def dequantize_bf16(packed, scales, scheme, *, rows_per_program: int = 32, bytes
     out = torch.empty((rows, k), dtype=torch.bfloat16, device=packed.device)
     kb = k // 2
     grid = (triton.cdiv(rows, rows_per_program), triton.cdiv(kb, bytes_per_program))
-    dequant_bf16_kernel[grid](packed, scales, out.view(torch.int32), rows, kb, packed.stride(0), scales.stride(0),
-                              kb, BR=rows_per_program, BKB=bytes_per_program, BLOCK=block, ELEM=elem, SCALE=scale,
-                              num_warps=num_warps)
+    kernel = dequant_bf16_kernel_any if any_shape else dequant_bf16_kernel
+    kernel[grid](packed, scales, out.view(torch.int32), rows, kb, packed.stride(0), scales.stride(0), kb,
+                 BR=rows_per_program, BKB=bytes_per_program, BLOCK=block, ELEM=elem, SCALE=scale, num_warps=num_warps)
     return out
 
 
@@ -591,17 +639,28 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
             c = c.contiguous()
     gt = _g_tensor(g, dev)
     cfg = get_config(config, **tile_config)
-    bk = cfg.BK
-    while k % bk:
-        bk //= 2
-    bm = min(cfg.BM, max(16, triton.next_power_of_2(m)))
-    bn = min(cfg.BN, max(16, triton.next_power_of_2(n)))
-    warps = cfg.num_warps if (bm, bn) == (cfg.BM, cfg.BN) else min(cfg.num_warps, max(4, bm * bn // 1024))
+    if cfg.any_shape:
+        # fixed tile and launch options; c and g always present (+0 and 1.0: the same bits)
+        bk, bm, bn, warps = cfg.BK, cfg.BM, cfg.BN, cfg.num_warps
+        if c is None:
+            c = torch.zeros((m, n), dtype=torch.float32, device=dev)
+        if gt is None:
+            gt = torch.ones(1, dtype=torch.float32, device=dev)
+        kernel = gemm_kernel_any
+    else:
+        bk = cfg.BK
+        while k % bk:
+            bk //= 2
+        bm = min(cfg.BM, max(16, triton.next_power_of_2(m)))
+        bn = min(cfg.BN, max(16, triton.next_power_of_2(n)))
+        warps = cfg.num_warps if (bm, bn) == (cfg.BM, cfg.BN) else min(cfg.num_warps, max(4, bm * bn // 1024))
+        kernel = gemm_kernel
     interp = _interpret()
     a_fused = cfg.variant in ("fused", "hybrid")
     b_fused = cfg.variant == "fused"
     def bf16_operand(packed, scales, sch):
-        x = dequantize_bf16(packed, scales, sch, rows_per_program=cfg.dq_rows, bytes_per_program=cfg.dq_bytes)
+        x = dequantize_bf16(packed, scales, sch, rows_per_program=cfg.dq_rows, bytes_per_program=cfg.dq_bytes,
+                            any_shape=cfg.any_shape)
         return x.view(torch.int16) if interp else x
 
     a_ptr, sam = (a_packed, a_packed.stride(0)) if a_fused else (bf16_operand(a_packed, a_scales, sa), k)
@@ -611,13 +670,13 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
     dummy = out_view
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
     nan = NAN_BITS - (1 << 32) if NAN_BITS >= 1 << 31 else NAN_BITS
-    gemm_kernel[grid](
+    kernel[grid](
         a_ptr, a_scales, b_ptr, b_scales, dummy if c is None else c, dummy if gt is None else gt, out_view, 0.0,
         m, n, k, sam, a_scales.stride(0), sbn, b_scales.stride(0), 0 if c is None else c.stride(0), out.stride(0),
         BM=bm, BN=bn, BK=bk, GROUP_M=cfg.GROUP_M,
         A_FUSED=a_fused, A_ELEM=ea, A_SCALE=fa, A_BLOCK=ka, B_FUSED=b_fused, B_ELEM=eb, B_SCALE=fb, B_BLOCK=kb,
         DUP=cfg.unpack == "dup", HAS_C=c is not None, HAS_G=gt is not None, OUT_BF16=out_dtype == torch.bfloat16,
-        NAN=nan, DOT_F32=interp, num_warps=warps, num_stages=cfg.num_stages)
+        NAN=nan, DOT_F32=interp, TAIL=cfg.any_shape, num_warps=warps, num_stages=cfg.num_stages)
     return out
 
 
@@ -676,7 +735,9 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
        K a multiple of 16, c float32 (M, N)); their schemes must be ones the kernel takes
        (:func:`operand_format`).
     3. Codes are packed (low nibble first) on ``device``, ``g = fp32(gA * gB)``, and
-       :func:`matmul_packed` runs.
+       :func:`matmul_packed` runs: with ``config`` and ``tile_config`` when given, else with
+       :data:`SMALL_CONFIG` for GEMMs of at most :data:`SMALL_MACS` multiply-adds (one
+       compile for every shape) and :data:`DEFAULT_CONFIG` for larger ones.
 
     Returns float32 (M, N) numpy (``out_dtype=torch.bfloat16``: the bf16 bits as uint16).
     """
@@ -704,6 +765,8 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     pa, sa, _ = pack_operand(qa, device)
     pb, sb, _ = pack_operand(qb, device)
     ct = None if ops.c is None else torch.from_numpy(np.ascontiguousarray(ops.c)).to(device)
+    if config is None and not tile_config:
+        config = SMALL_CONFIG if ops.m * ops.n * ops.k_padded <= SMALL_MACS else DEFAULT_CONFIG
     out = matmul_packed(pa, sa, pb, sb, (qa.scheme, qb.scheme), g=ops.g, c=ct, out_dtype=out_dtype, config=config,
                         **tile_config)
     if out.dtype == torch.bfloat16:
@@ -787,6 +850,8 @@ __all__ = [
     "NAN_BITS",
     "SCALES",
     "SCHEMES",
+    "SMALL_CONFIG",
+    "SMALL_MACS",
     "TileConfig",
     "bf16_rne_bits",
     "claimed_accumulators",

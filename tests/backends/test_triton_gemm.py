@@ -40,6 +40,11 @@ CPU_CONFIGS = {
     "hybrid-dup": dict(variant="hybrid", BM=32, BN=16, BK=32, unpack="dup"),
     "prepass": dict(variant="prepass", BM=16, BN=16, BK=64),
 }
+#: any_shape configurations (K tails of k = 16 dots after BK ones) for the interpreter.
+ANY_CONFIGS = {
+    "hybrid-dup-k32": dict(variant="hybrid", BM=16, BN=32, BK=32, unpack="dup", any_shape=True),
+    "prepass-k64": dict(variant="prepass", BM=16, BN=16, BK=64, any_shape=True),
+}
 #: On a GPU the variants are checked by the gpu tests; fewer here keeps the JIT compile count down.
 AGREE_VARIANTS = ["prepass"] if CUDA else list(CPU_CONFIGS)
 AGREE_CASES = [(True, "float32"), (False, "bfloat16")] if CUDA else \
@@ -328,14 +333,16 @@ def test_interpreter_model_dot_families(family):
     """With :func:`interpreter_model_dot` the interpreted kernels give the model's bits on the
     adversarial families too: everything around the MMA (packing, scales, K tiles, c, g, NaN
     patterns, padded tiles, every variant) is checked on data where the models differ."""
-    shapes = [(3, 5, 64), (17, 33, 96)]
+    shapes = [(3, 5, 64), (17, 33, 96), (2, 70, 160)]
+    configs = [[{}, CPU_CONFIGS["fused"]], [CPU_CONFIGS["hybrid-dup"], ANY_CONFIGS["hybrid-dup-k32"]],
+               [{"config": "any-prepass-128x128-k64"}, ANY_CONFIGS["prepass-k64"]]]
     with G.interpreter_model_dot():
         for si, (m, n, k) in enumerate(shapes):
             for name in SCHEMES:
                 case = GENERATORS[family](np.random.default_rng(50 + si), MODEL, fp4spec.get_scheme(name), m, n, k)
                 want = model(case.qa, case.qb, case.c)
-                for cfg in ([None, CPU_CONFIGS["fused"]] if si == 0 else [CPU_CONFIGS["hybrid-dup"]]):
-                    assert_bits(G.matmul(case.qa, case.qb, c=case.c, **(cfg or {})), want)
+                for cfg in configs[si]:
+                    assert_bits(G.matmul(case.qa, case.qb, c=case.c, **cfg), want)
 
 
 @interp_only
@@ -347,9 +354,68 @@ def test_conformance_matmul_rows_through_backend(monkeypatch):
     from fp4spec.conformance import runner
 
     monkeypatch.setattr(G, "claimed_accumulators", lambda device=None: G.ACCUMULATORS)
+    keys = _log_launches(monkeypatch)
     with G.interpreter_model_dot():
         report = runner.run("triton", properties=["matmul"], matmul_max_examples=10)
     rows = [r for r in report.results if r.property.startswith("matmul/")]
     assert len(rows) == len(FAMILIES)
     bad = [(r.property, r.status, r.counterexample and r.counterexample.what) for r in rows if r.status != "PASS"]
     assert not bad, bad
+    # what the GPU would compile: one gemm_kernel_any per scheme, nothing else
+    assert sorted(k[0] for k in keys) == ["gemm_kernel_any"] * len(SCHEMES), sorted(keys)
+
+
+def _spec(value, specialised: bool) -> str:
+    """How Triton's JIT keys a runtime argument (an approximation: ints by == 1 and % 16, tensors
+    by dtype and 16-byte alignment; 'x' for an argument it does not specialise)."""
+    if not specialised:
+        return "x"
+    if isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int):
+        return "1" if value == 1 else ("D" if value % 16 == 0 else "i")
+    if isinstance(value, torch.Tensor):
+        return f"{value.dtype}:{'D' if value.data_ptr() % 16 == 0 else 'u'}"
+    return type(value).__name__
+
+
+def _log_launches(monkeypatch) -> set:
+    """Record the specialisation key of every kernel launch of the GEMM module (the set of
+    distinct keys is what the GPU compiles)."""
+    keys = set()
+
+    class Logged:
+        def __init__(self, name, kernel):
+            self.name, self.kernel = name, kernel
+            dns = kernel.kwargs.get("do_not_specialize") or ()
+            self.specialised = [i not in dns and a not in dns for i, a in enumerate(kernel.arg_names)]
+
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                spec = tuple(_spec(a, s) for a, s in zip(args, self.specialised))
+                keys.add((self.name, spec, tuple(sorted(kw.items()))))
+                return self.kernel[grid](*args, **kw)
+            return launch
+
+    for name in ("gemm_kernel", "gemm_kernel_any", "dequant_bf16_kernel", "dequant_bf16_kernel_any"):
+        monkeypatch.setattr(G, name, Logged(name, getattr(G, name)))
+    return keys
+
+
+@interp_only
+def test_small_config_one_compile_per_scheme(monkeypatch):
+    """``matmul`` without a configuration: small GEMMs of any shape share one kernel per scheme;
+    large ones use the tuned default."""
+    keys = _log_launches(monkeypatch)
+    with G.interpreter_model_dot():
+        for i, (m, n, k) in enumerate([(1, 1, 32), (4, 3, 64), (33, 1, 96), (5, 70, 160)]):
+            case = GENERATORS["random"](np.random.default_rng(i), MODEL, fp4spec.get_scheme("mxfp4"), m, n, k)
+            assert_bits(G.matmul(case.qa, case.qb, c=case.c), model(case.qa, case.qb, case.c))
+    assert len(keys) == 1 and next(iter(keys))[0] == "gemm_kernel_any"
+    assert dict(next(iter(keys))[2])["TAIL"] is True
+    assert G.get_config(G.SMALL_CONFIG).any_shape and not G.get_config(G.DEFAULT_CONFIG).any_shape
+    keys.clear()
+    monkeypatch.setattr(G, "SMALL_MACS", 0)
+    qa, qb, c = agreeing_case("nvfp4", 16, 16, 64, 1)
+    assert_bits(G.matmul(qa, qb, c=c), model(qa, qb, c))
+    assert sorted(k[0] for k in keys) == ["dequant_bf16_kernel", "gemm_kernel"]
