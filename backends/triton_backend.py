@@ -11,12 +11,15 @@ nibble), uint8 scale codes (plain row-major layout), and for two-level schemes t
 tensor scale S_dec.
 
 Two-level schemes take the global amax first (:func:`triton_kernels.amax_kernel`), then the
-tensor scale S_enc = fp32(fp32(448 * max) / amax), S_dec = fp32(1 / S_enc) in eager torch
-(IEEE division), then one quantize pass. ``quantize_packed(..., s_enc_dec=...)`` takes a
+tensor scale S_enc = fp32(fp32(448 * max) / amax), S_dec = fp32(1 / S_enc) (IEEE division)
+and the 128 element multipliers in one small kernel (:func:`two_level_consts`), then one
+quantize pass. ``quantize_packed(..., s_enc_dec=...)`` takes a
 precomputed tensor scale (the amax of the previous step, as TransformerEngine does).
 
-Fast paths (v2 kernels, benchmarks/NOTES-triton.md): rowwise 1 x k blocks (k a multiple of
-16) of a contiguous tensor run :func:`triton_kernels.quantize_rows_kernel` /
+Fast paths (benchmarks/NOTES-triton.md): rowwise RNE of bf16 with E2M1 1 x 16 / 1 x 32
+blocks and plain scales runs :func:`triton_rows_fast.rows_tb_kernel` (variant ``tb``: one
+block per thread, the encoder on the FP32 pipe); other rowwise 1 x k blocks (k a multiple of
+16) of a contiguous tensor run the v2 :func:`triton_kernels.quantize_rows_kernel` /
 ``quantize_rows2d_kernel`` (one scale block per tile row, bf16 read as 64-bit groups of
 four); columnwise ``quantize_cols_kernel`` (no transpose); dequantize
 ``dequantize_rows_kernel``. ``rounding="sr"`` with ``seed=`` draws the bits on the device
@@ -164,6 +167,12 @@ def _as_matrix(x, axis):
 #: Rowwise: structure -> (variant, blocks per program, warps); "rows" is one block per
 #: thread, "rows2d" a [blocks, K/4] tile of 64-bit words (bf16, E2M1, RNE only).
 ROWS_CFG = {"two_level": ("rows", 512, 8), "mx": ("rows2d", 256, 8)}
+#: The default rowwise kernel where it applies (bf16, E2M1, 1 x 16 / 1 x 32, RNE, plain
+#: scales): triton_rows_fast's ``tb``, blocks per program and warps (H200: 83-89 % of the
+#: copy as whole calls, v2 76 %).
+TB_BR, TB_WARPS = 128, 4
+#: quantize_packed's ``variant`` values (None: the fast path that applies).
+VARIANTS = (None, "tb", "rows", "rows2d", "cols", "cols3", "unfused", "v1")
 COLS_BC, COLS_WARPS, COLS_BANDS = 512, 2, 8
 #: Columnwise v3 (``quantize_cols3_kernel``): block size -> (columns per program, warps,
 #: blocks per program: 32 code bytes per column); the default columnwise kernel for
@@ -187,11 +196,49 @@ DQ_ELEMS, DQ_WARPS = 16384, 8
 
 @lru_cache(maxsize=None)
 def _consts(rcp_max, sr_scale, device):
+    """The constants of MX calls (read only, cached per device): [0, 0, rcp_max, sr_scale, 0...]."""
     import torch
 
     ts = torch.zeros(4 + 128, dtype=torch.float32, device=device)
     ts[2] = rcp_max
     ts[3] = sr_scale
+    return ts
+
+
+def _rcp_max(sch) -> float:
+    return float(tb.f32(np.float32(1.0) / np.float32(sch.max_elem)))
+
+
+def mx_consts(sch, dev, sr_bits: int = 8):
+    """The kernels' float32 constants ts for an MX scheme: [-, -, fp32(1/max_elem), 2^sr_bits,
+    -]; one cached tensor per device (the kernels only read it)."""
+    return _consts(_rcp_max(sch), float(1 << int(sr_bits)), str(dev))
+
+
+def two_level_consts(sch, dev, *, amax=None, s_enc_dec=None, sr_bits: int = 8):
+    """A new float32 tensor ts = [S_enc, S_dec, fp32(1/max_elem), 2^sr_bits, the 128 TE element
+    multipliers per scale code] for a two-level scheme, written by one kernel
+    (:func:`triton_kernels.two_level_consts_kernel`): from the global ``amax`` (0-d float32
+    tensor on dev; the steps of ``torch_backend.tensor_scale``) or from ``s_enc_dec`` (0-d
+    tensors, or numbers taken as float32). ts[1] is the call's ``global_scale``, so ts is
+    not shared between calls."""
+    import torch
+    from . import triton_kernels as tk
+
+    ts = torch.empty(4 + 128, dtype=torch.float32, device=dev)
+    num = tb.f32(np.float32(sch.scale_bound) * np.float32(sch.max_elem))
+    kw = dict(num=num, rcp_max=_rcp_max(sch), sr_scale=float(1 << int(sr_bits)), num_warps=1)
+    if amax is not None:
+        a = amax.reshape(1)
+        tk.two_level_consts_kernel[(1,)](a, a, a, ts, 0.0, 0.0, MODE=0, **kw)
+        return ts
+    s_enc, s_dec = s_enc_dec
+    if isinstance(s_enc, torch.Tensor) or isinstance(s_dec, torch.Tensor):
+        se = torch.as_tensor(s_enc, device=dev).reshape(1).to(torch.float32)
+        sd = torch.as_tensor(s_dec, device=dev).reshape(1).to(torch.float32)
+        tk.two_level_consts_kernel[(1,)](ts, se, sd, ts, 0.0, 0.0, MODE=1, **kw)
+    else:
+        tk.two_level_consts_kernel[(1,)](ts, ts, ts, ts, tb.f32(s_enc), tb.f32(s_dec), MODE=2, **kw)
     return ts
 
 
@@ -301,8 +348,11 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
 
     ``rounding="sr"`` takes ``rbits`` or a ``seed``: with a seed the bits are drawn on the
     device by Philox (:func:`philox_rbits` replays them). ``variant``: ``None`` (fast paths
-    where they apply), ``"v1"`` (the generic tile kernel), ``"rows"``/``"rows2d"``,
+    where they apply), ``"v1"`` (the generic tile kernel), ``"tb"`` (rowwise
+    :mod:`triton_rows_fast`, the default for bf16 E2M1 1 x 16 / 1 x 32 RNE with plain scales;
+    ``BM`` blocks per program), ``"rows"``/``"rows2d"`` (rowwise v2, the default otherwise),
     ``"cols"`` (columnwise v2) / ``"cols3"`` (columnwise v3, the default for k = 16, 32).
+    ``VARIANTS`` lists them.
 
     ``rht``: None, an :class:`fp4spec.rht.RHT` (``"16/fwht-fp32"``, any signs), ``"te"``
     or an int seed (:func:`fp4spec.rht.resolve_rht`): quantize the RHT of x along the
@@ -343,6 +393,13 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     fast_shape = R == 1 and K % 16 == 0
     fused_shape = R == 1 and K in (16, 32)
     cfg_v, cfg_br, cfg_w = ROWS_CFG[sch.structure]
+    # triton_rows_fast's tb kernel: bf16 rows of E2M1 1 x 16 / 1 x 32 blocks, RNE, plain scales
+    tb_ok = (rp is None and rowwise and bf16 and fused_shape and sch.element.name == "e2m1" and rounding == "rne"
+             and scale_layout == "plain")
+    if variant not in VARIANTS:
+        raise ValueError(f"variant: {variant!r} is not one of " + ", ".join(map(repr, VARIANTS)))
+    if variant == "tb" and not tb_ok:
+        raise NotImplementedError("variant='tb': rowwise bf16, E2M1 1 x 16 or 1 x 32 blocks, RNE, plain scales, no rht")
     use = variant
     if rp is not None:
         if use is None:
@@ -360,7 +417,9 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
             raise NotImplementedError(f"variant={use!r} with rht: 1 x 16 or 1 x 32 blocks, "
                                       + ("a contiguous tensor" if use == "rows" else "a 2-D tensor, axis 0"))
     elif use is None:
-        if fast_shape and rowwise:
+        if tb_ok:
+            use = "tb"
+        elif fast_shape and rowwise:
             use = cfg_v if (cfg_v == "rows" or (bf16 and _fast_ok(sch, rounding))) else "rows"
         elif fast_shape and colwise:
             use = COLS_VARIANT if fused_shape else "cols"
@@ -372,19 +431,24 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
         raise NotImplementedError("scale_layout='cublas': rowwise or columnwise 1 x k blocks only")
     if use == "cols3" and not (fused_shape and colwise):
         raise NotImplementedError("cols3: 1 x 16 or 1 x 32 blocks of a 2-D tensor, axis 0")
-    thr, dthr, mags, _ = _tables(sch.element.name, str(dev))
     # ts: [S_enc, S_dec, fp32(1/max_elem), 2^sr_bits, 128 TE element multipliers per scale code]
-    ts = _consts(float(tb.f32(np.float32(1.0) / np.float32(sch.max_elem))), float(1 << int(sr_bits)), str(dev)).clone()
     g = None
     if sch.structure == "two_level":
+        amax = None
         if s_enc_dec is None:
             amax = global_amax(x2, M, N, sxm, sxn) if rp is None else rht_global_amax(x2, M, N, sxm, sxn, rp)
-            s_enc, s_dec = tb.tensor_scale(amax, sch)
-        else:
-            s_enc, s_dec = s_enc_dec
-        ts[0:2] = torch.stack((torch.as_tensor(s_enc, device=dev).reshape(()), torch.as_tensor(s_dec, device=dev).reshape(())))
+        ts = two_level_consts(sch, dev, amax=amax, s_enc_dec=s_enc_dec, sr_bits=sr_bits)
         g = ts[1]
-        tk.mult_table_kernel[(1,)](ts, ts[4:], num_warps=1)
+    else:
+        ts = mx_consts(sch, dev, sr_bits)
+    if use == "tb":
+        from . import triton_rows_fast as rf
+
+        packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
+        scales = torch.empty((M, N // K), dtype=torch.uint8, device=dev)
+        rf.launcher(x2, packed, scales, ts, sch, BR=BM or TB_BR, num_warps=num_warps or TB_WARPS)()
+        return {"packed": packed, "scales": scales, "global_scale": g, "scheme": sch}
+    thr, dthr, mags, _ = _tables(sch.element.name, str(dev))
     pol = sch.policies
     mx = sch.structure == "mx"
     scaling = 0

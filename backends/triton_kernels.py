@@ -280,6 +280,38 @@ def mult_table_kernel(ts_ptr, out_ptr):
 
 
 @triton.jit
+def two_level_consts_kernel(amax_ptr, se_ptr, sd_ptr, ts_ptr, se, sd, num, rcp_max, sr_scale, MODE: tl.constexpr):
+    """The float32 constants of a two-level quantize call in one launch: ts[0:132] =
+    [S_enc, S_dec, rcp_max, sr_scale, the 128 multipliers of :func:`mult_table_kernel`].
+
+    MODE 0: S_enc, S_dec from the global amax a at amax_ptr, the steps of
+    ``torch_backend.tensor_scale``: S_enc = 1 where a == 0 or a is not finite, else
+    min(fp32(num / a), FLT_MAX) (num = fp32(448 * max_elem), IEEE division); S_dec =
+    fp32(1 / S_enc). MODE 1: loaded from se_ptr, sd_ptr (float32). MODE 2: the float32
+    scalars se, sd."""
+    if MODE == 0:
+        a = tl.load(amax_ptr + tl.zeros((1,), tl.int32))
+        bad = (a == 0.0) | (tl.abs(a) == float("inf")) | (a != a)
+        q = tl.math.div_rn(tl.full((1,), num, tl.float32), tl.where(bad, 1.0, a))
+        q = tl.where(q > 3.4028234663852886e38, 3.4028234663852886e38, q)  # clamp(max=FLT_MAX)
+        s_enc = tl.where(bad, 1.0, q)
+        s_dec = tl.math.div_rn(tl.full((1,), 1.0, tl.float32), s_enc)
+    elif MODE == 1:
+        s_enc = tl.load(se_ptr + tl.zeros((1,), tl.int32))
+        s_dec = tl.load(sd_ptr + tl.zeros((1,), tl.int32))
+    else:
+        s_enc = tl.full((1,), se, tl.float32)
+        s_dec = tl.full((1,), sd, tl.float32)
+    c = tl.arange(0, 128)
+    den = _ue4m3_value(c) * s_dec
+    me = tl.math.div_rn(tl.full(den.shape, 1.0, tl.float32), den)
+    tl.store(ts_ptr + 4 + c, tl.where(me > 3.4028234663852886e38, 3.4028234663852886e38, me))
+    i = tl.arange(0, 4)
+    head = tl.where(i == 0, s_enc, tl.where(i == 1, s_dec, tl.where(i == 2, rcp_max, sr_scale)))
+    tl.store(ts_ptr + i, head)
+
+
+@triton.jit
 def _block_scale(vm, ts_ptr, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
                  NAN_INF: tl.constexpr, SCALING: tl.constexpr):
     """(scale code int32, element multiplier float32, nan-scale mask) of blocks with amax vm.

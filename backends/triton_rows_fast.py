@@ -37,16 +37,14 @@ Variants (``VARIANTS``):
 
 from __future__ import annotations
 
-import numpy as np
-
 import triton
 import triton.language as tl
 
 VARIANTS = ("tb", "pair", "tbp")
 
-#: Default tiles: blocks per program and warps, per variant (untuned guesses until the
-#: H200 sweep in benchmarks/bench_gpu_rows.py says otherwise).
-DEFAULTS = {"tb": (256, 4), "pair": (256, 8), "tbp": (256, 4)}
+#: Default tiles: blocks per program and warps, per variant. ``tb``: the H200 sweep
+#: (benchmarks/bench_gpu_rows.py; BR=256 w=8 as good); the others untuned guesses.
+DEFAULTS = {"tb": (128, 4), "pair": (256, 8), "tbp": (256, 4)}
 #: Programs per SM of the persistent variant.
 PERSISTENT_PER_SM = 8
 
@@ -428,6 +426,52 @@ def _sm_count(device):
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+def rows_flags(sch):
+    """The scheme constexprs of the kernels (MX, RULE, EMAX, NAN_INF, SCALING)."""
+    mx = sch.structure == "mx"
+    pol = sch.policies
+    scaling = 0
+    if mx and pol["mx_element_scaling"] != "exact":
+        scaling = 2 if sch.scale_rule == "rceil" else 1
+    return dict(MX=mx, RULE=_MX_RULES.get(sch.scale_rule, 0), EMAX=sch.element.emax if mx else 0,
+                NAN_INF=mx and pol["mx_nonfinite_block"] == "nan_scale", SCALING=scaling)
+
+
+def launcher(x2, packed, scales, ts, sch, *, variant="tb", BR=None, num_warps=None, programs_per_sm=None,
+             exact_fallback=True):
+    """A function that runs one variant's kernel on given buffers and returns triton's compiled
+    kernel (None for an empty tensor): x2 contiguous bf16 (M, N), packed uint8 (M, N/2),
+    scales uint8 (M, N/K) row-major, ts the float32 constants of
+    :func:`triton_backend.quantize_packed` (two-level: S_enc, S_dec and the 128 multipliers
+    filled in). No checks: the callers make them."""
+    import torch
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant: {variant!r} is not one of {', '.join(VARIANTS)}")
+    K = sch.block_size
+    nblk = x2.numel() // K
+    br0, w0 = DEFAULTS[variant]
+    br = BR or br0
+    ntiles = triton.cdiv(nblk, br)
+    args = (x2.view(torch.int32), packed.view(torch.int32), scales, ts, nblk)
+    flags = rows_flags(sch)
+    flags.update(BR=br, K=K, EVEN=nblk % br == 0, SLOW=bool(exact_fallback), num_warps=num_warps or w0)
+    if variant == "tb":
+        kernel, grid = rows_tb_kernel, (ntiles,)
+    elif variant == "tbp":
+        kernel, grid = rows_tbp_kernel, (min(ntiles, _sm_count(x2.device) * (programs_per_sm or PERSISTENT_PER_SM)),)
+        args = args + (ntiles,)
+    else:
+        kernel, grid = rows_pair_kernel, (ntiles,)
+
+    def launch():
+        """Run the kernel alone (the outputs are rewritten); returns triton's compiled kernel."""
+        if nblk:
+            return kernel[grid](*args, **flags)
+
+    return launch
+
+
 def quantize_rows_fast(x, scheme, *, variant="tb", s_enc_dec=None, BR=None, num_warps=None,
                        programs_per_sm=None, exact_fallback=True, return_launcher=False):
     """Rowwise RNE quantization of a contiguous bf16 tensor (quantized along the last axis).
@@ -442,12 +486,14 @@ def quantize_rows_fast(x, scheme, *, variant="tb", s_enc_dec=None, BR=None, num_
     result is then only right where :func:`_needs_exact` holds for no block.
     ``return_launcher=True`` returns ``(result, launch)``: ``launch()`` reruns the kernel
     alone on the same buffers (benchmarks: no host-side torch ops) and returns triton's
-    compiled kernel (``.asm["cubin"]`` for an instruction count)."""
+    compiled kernel (``.asm["cubin"]`` for an instruction count).
+
+    ``quantize_packed`` runs variant ``tb`` by default for these requests; this entry keeps
+    the other variants and the knobs of the benchmarks."""
     import torch
 
     from fp4spec.backends import torch_backend as tb
     from fp4spec.backends import triton_backend as trb
-    from fp4spec.backends import triton_kernels as tk
     from fp4spec.backends.base import resolve_scheme
 
     if variant not in VARIANTS:
@@ -469,47 +515,17 @@ def quantize_rows_fast(x, scheme, *, variant="tb", s_enc_dec=None, BR=None, num_
     if N % K:
         raise ValueError(f"x: rows of {N} elements are not a whole number of {K}-element blocks")
     dev = x2.device
-    mx = sch.structure == "mx"
-    ts = trb._consts(float(tb.f32(np.float32(1.0) / np.float32(sch.max_elem))), 256.0, str(dev)).clone()
     g = None
-    if not mx:
-        if s_enc_dec is None:
-            s_enc, s_dec = tb.tensor_scale(trb.global_amax(x2, M, N, N, 1), sch)
-        else:
-            s_enc, s_dec = s_enc_dec
-        ts[0:2] = torch.stack((torch.as_tensor(s_enc, device=dev).reshape(()),
-                               torch.as_tensor(s_dec, device=dev).reshape(())))
+    if sch.structure == "mx":
+        ts = trb.mx_consts(sch, dev)
+    else:
+        amax = trb.global_amax(x2, M, N, N, 1) if s_enc_dec is None else None
+        ts = trb.two_level_consts(sch, dev, amax=amax, s_enc_dec=s_enc_dec)
         g = ts[1]
-        tk.mult_table_kernel[(1,)](ts, ts[4:], num_warps=1)
-    pol = sch.policies
-    scaling = 0
-    if mx and pol["mx_element_scaling"] != "exact":
-        scaling = 2 if sch.scale_rule == "rceil" else 1
-    flags = dict(MX=mx, RULE=_MX_RULES.get(sch.scale_rule, 0), EMAX=sch.element.emax if mx else 0,
-                 NAN_INF=mx and pol["mx_nonfinite_block"] == "nan_scale", SCALING=scaling)
     packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
     scales = torch.empty((M, N // K), dtype=torch.uint8, device=dev)
-    nblk = M * N // K
-    br0, w0 = DEFAULTS[variant]
-    br = BR or br0
-    nw = num_warps or w0
-    ntiles = triton.cdiv(nblk, br)
-    even = nblk % br == 0
-    args = (x2.view(torch.int32), packed.view(torch.int32), scales, ts, nblk)
-    flags.update(BR=br, K=K, EVEN=even, SLOW=bool(exact_fallback), num_warps=nw)
-    if variant == "tb":
-        kernel, grid = rows_tb_kernel, (ntiles,)
-    elif variant == "tbp":
-        kernel, grid = rows_tbp_kernel, (min(ntiles, _sm_count(dev) * (programs_per_sm or PERSISTENT_PER_SM)),)
-        args = args + (ntiles,)
-    else:
-        kernel, grid = rows_pair_kernel, (ntiles,)
-
-    def launch():
-        """Run the kernel alone (the outputs are rewritten); returns triton's compiled kernel."""
-        if nblk:
-            return kernel[grid](*args, **flags)
-
+    launch = launcher(x2, packed, scales, ts, sch, variant=variant, BR=BR, num_warps=num_warps,
+                      programs_per_sm=programs_per_sm, exact_fallback=exact_fallback)
     launch()
     out = {"packed": packed, "scales": scales, "global_scale": g, "scheme": sch}
     if return_launcher:
@@ -517,4 +533,4 @@ def quantize_rows_fast(x, scheme, *, variant="tb", s_enc_dec=None, BR=None, num_
     return out
 
 
-__all__ = ["DEFAULTS", "VARIANTS", "quantize_rows_fast", "rows_pair_kernel", "rows_tb_kernel", "rows_tbp_kernel"]
+__all__ = ["DEFAULTS", "VARIANTS", "launcher", "quantize_rows_fast", "rows_flags", "rows_pair_kernel", "rows_tb_kernel", "rows_tbp_kernel"]

@@ -1,5 +1,7 @@
-"""The fast rowwise quantize kernels (backends/triton_rows_fast.py) equal quantize_packed and
-the numpy emulator bit for bit; their E2M1 encoder equals the v2 encoder (proof below).
+"""The fast rowwise quantize kernels (backends/triton_rows_fast.py) equal the v2 kernels of
+quantize_packed (variant "rows" / "rows2d") and the numpy emulator bit for bit; their E2M1
+encoder equals the v2 encoder (proof below). quantize_packed's default for these requests is
+variant ``tb``.
 
 On a machine without a GPU the kernels run under TRITON_INTERPRET=1 (small shapes)."""
 
@@ -120,6 +122,12 @@ IDS = [n + "".join(f"-{v}" for v in o.values()) for n, o in SCHEMES]
 TILES = [("tb", 16, 1), ("tb", 64, 2), ("pair", 16, 1), ("pair", 128, 4), ("tbp", 16, 1), ("tbp", 32, 1)]
 
 
+def v2(xt, sch, **kw):
+    """The v2 kernels' result (quantize_packed's rowwise default before ``tb``)."""
+    sch = fp4spec.get_scheme(sch) if isinstance(sch, str) else sch
+    return quantize_packed(xt, sch, variant="rows2d" if sch.structure == "mx" else "rows", **kw)
+
+
 def _dev(x, backend):
     return torch.from_numpy(np.ascontiguousarray(x, F32)).to(torch.bfloat16).to(backend.device)
 
@@ -158,12 +166,13 @@ def tie_blocks(rows=16, seed=0):
 @pytest.mark.parametrize("name,over", SCHEMES, ids=IDS)
 def test_variants_adversarial(backend, name, over):
     """Adversarial blocks (tiny, huge, subnormal, zero and -0, ties, binade edges) with NaN/Inf:
-    every variant == quantize_packed == the emulator (tiles with NaN scales or a tiny TE
+    every variant == v2 == the emulator (tiles with NaN scales or a tiny TE
     multiplier take the exact branch)."""
     sch = fp4spec.get_scheme(name, **over)
     for x in (with_nonfinite(adversarial(7)), adversarial(11, 16, 128)):
         xt = _dev(x, backend)
-        ref = quantize_packed(xt, sch)
+        ref = v2(xt, sch)
+        _check(quantize_packed(xt, sch), ref)  # the default: tb
         for v, br, w in TILES:
             out = rf.quantize_rows_fast(xt, sch, variant=v, BR=br, num_warps=w)
             _check(out, ref)
@@ -180,21 +189,22 @@ def test_fast_path_alone_on_ties(backend, name, over):
     x[4, :16] = 0.0
     x[5, :16] = -0.0
     xt = _dev(x, backend)
-    ref = quantize_packed(xt, sch)
+    ref = v2(xt, sch)
     for v, br, w in TILES:
         out = rf.quantize_rows_fast(xt, sch, variant=v, BR=br, num_warps=w, exact_fallback=False)
         _check(out, ref)
     _check_emulator(out, xt, sch)
     if sch.structure != "mx":  # a given tensor scale
         sed = (ref["global_scale"] * 0 + 1, ref["global_scale"])
-        _check(rf.quantize_rows_fast(xt, sch, s_enc_dec=sed, exact_fallback=False), quantize_packed(xt, sch, s_enc_dec=sed))
+        _check(rf.quantize_rows_fast(xt, sch, s_enc_dec=sed, exact_fallback=False), v2(xt, sch, s_enc_dec=sed))
 
 
 @pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
 def test_every_bf16_pattern(backend, name):
     x = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(F32).reshape(128, 512)
     xt = _dev(x, backend)
-    ref = quantize_packed(xt, name)
+    ref = v2(xt, name)
+    _check(quantize_packed(xt, name), ref)
     for v in rf.VARIANTS:
         _check(rf.quantize_rows_fast(xt, name, variant=v, BR=256), ref)
     _check_emulator(rf.quantize_rows_fast(xt, name), xt, fp4spec.get_scheme(name))
@@ -207,7 +217,8 @@ def test_tiny_multiplier_branch(backend):
     x[0, 0] = F32(3e38)
     x[1, :16] = F32(-3e-39) * np.arange(16, dtype=F32)
     xt = _dev(x, backend)
-    ref = quantize_packed(xt, "nvfp4")
+    ref = v2(xt, "nvfp4")
+    _check(quantize_packed(xt, "nvfp4"), ref)
     for v in rf.VARIANTS:
         _check(rf.quantize_rows_fast(xt, "nvfp4", variant=v, BR=16), ref)
     _check_emulator(rf.quantize_rows_fast(xt, "nvfp4"), xt, fp4spec.get_scheme("nvfp4"))
@@ -215,8 +226,9 @@ def test_tiny_multiplier_branch(backend):
 
 def test_leading_dims_and_errors(backend):
     x = _dev(adversarial(3), backend).reshape(2, 16, 64)
-    ref = quantize_packed(x, "mxfp4")
+    ref = v2(x, "mxfp4")
     _check(rf.quantize_rows_fast(x, "mxfp4"), ref)
+    _check(quantize_packed(x, "mxfp4"), ref)
     with pytest.raises(ValueError, match="variant"):
         rf.quantize_rows_fast(x, "mxfp4", variant="nope")
     with pytest.raises(ValueError, match="bfloat16"):
@@ -225,3 +237,79 @@ def test_leading_dims_and_errors(backend):
         rf.quantize_rows_fast(x, "nvint4")
     with pytest.raises(ValueError, match="blocks"):
         rf.quantize_rows_fast(x[..., :40], "nvfp4")
+
+
+# -- quantize_packed's default and the one-kernel constants ---------------------------------------
+
+
+def test_default_route(backend, monkeypatch):
+    """quantize_packed runs tb for bf16 rowwise E2M1 1 x 16 / 1 x 32 RNE with plain scales (with
+    BM blocks per program), v2 for everything else; variant='tb' elsewhere is refused."""
+    from fp4spec.backends import triton_backend as trb
+
+    calls = []
+    real = rf.launcher
+    monkeypatch.setattr(rf, "launcher", lambda *a, **k: calls.append(k) or real(*a, **k))
+    x = adversarial(5)
+    xt = _dev(x, backend)
+    for name in ("nvfp4", "mxfp4"):
+        ref = v2(xt, name)
+        for br in (None, 16):
+            calls.clear()
+            _check(quantize_packed(xt, name, BM=br), ref)
+            assert len(calls) == 1 and calls[0]["BR"] == (br or trb.TB_BR)
+        _check_emulator(quantize_packed(xt, name, variant="tb"), xt, fp4spec.get_scheme(name))
+    calls.clear()
+    xf = torch.from_numpy(x).to(backend.device)
+    rb = torch.zeros(x.shape, dtype=torch.int32)
+    for xx, name, kw in ((xf, "nvfp4", {}), (xt, "nvint4", {}), (xt, "mxfp4:block_size=64", {}),
+                         (xt, "nvfp4", {"scale_layout": "cublas"}), (xt, "nvfp4", {"rounding": "sr", "rbits": rb}),
+                         (xt, "nvfp4", {"rht": "te"}), (xt, "nvfp4_2d", {})):
+        sch = fp4spec.backends.base.resolve_scheme(name)
+        quantize_packed(xx, sch, **kw)
+        with pytest.raises(NotImplementedError, match="tb"):
+            quantize_packed(xx, sch, variant="tb", **kw)
+    assert not calls
+    with pytest.raises(ValueError, match="variant"):
+        quantize_packed(xt, "nvfp4", variant="nope")
+
+
+def _consts_reference(dev, amax=None, s_enc_dec=None):
+    """ts[:132] as quantize_packed built it before two_level_consts: torch ops + mult_table_kernel."""
+    from fp4spec.backends import torch_backend as tbk
+    from fp4spec.backends import triton_kernels as tk
+
+    sch = fp4spec.get_scheme("nvfp4")
+    s_enc, s_dec = tbk.tensor_scale(amax, sch) if s_enc_dec is None else s_enc_dec
+    ts = torch.zeros(132, dtype=torch.float32, device=dev)
+    ts[2] = float(np.float32(1) / np.float32(6))
+    ts[3] = 256.0
+    ts[0:2] = torch.stack((torch.as_tensor(s_enc, device=dev).reshape(()), torch.as_tensor(s_dec, device=dev).reshape(())))
+    tk.mult_table_kernel[(1,)](ts, ts[4:], num_warps=1)
+    return ts
+
+
+def _bits(t):
+    return t.cpu().view(torch.int32).numpy()
+
+
+def test_two_level_consts(backend):
+    """The one-kernel constants (S_enc, S_dec from the amax, or given; the 128 multipliers)
+    equal the torch steps they replace, bit for bit: zero, -0, subnormal and tiny amaxes
+    (S_enc overflows to FLT_MAX), huge, Inf, NaN, ordinary values; given tensors, float32
+    scalars, float64 values (rounded to float32) and Python floats."""
+    from fp4spec.backends import triton_backend as trb
+
+    sch = fp4spec.get_scheme("nvfp4")
+    vals = F32([0.0, -0.0, 1e-45, 3e-39, 1e-38, 1e-30, 2688.0, 1.0, 0.3, 7.5e3, 1e30, 3.4028235e38, np.inf, np.nan])
+    vals = np.concatenate([vals, np.random.default_rng(0).standard_normal(6).astype(F32) ** 2])
+    for a in vals:
+        amax = torch.tensor(a, dtype=torch.float32, device=backend.device)
+        ref = _consts_reference(backend.device, amax=amax)
+        np.testing.assert_array_equal(_bits(trb.two_level_consts(sch, backend.device, amax=amax)), _bits(ref), err_msg=str(a))
+    se = torch.tensor(123.456, dtype=torch.float32, device=backend.device)
+    sd = torch.tensor(1 / 123.456, dtype=torch.float32, device=backend.device)
+    for given in ((se, sd), (float(se), float(sd)), (np.float64(1 / 3), np.float64(3.0)), (1 / 3, 3.0),
+                  (se, 0.01), (se.double() / 3, sd.double())):
+        got = trb.two_level_consts(sch, backend.device, s_enc_dec=given)
+        np.testing.assert_array_equal(_bits(got), _bits(_consts_reference(backend.device, s_enc_dec=given)))
