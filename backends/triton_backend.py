@@ -185,8 +185,11 @@ COLS_VARIANT = "cols3"
 #: program (rowwise), (columns, bands of 16 rows) per program (columnwise).
 RHT_ROWS_BR, RHT_ROWS_WARPS = 512, 8
 RHT_AMAX_BR, RHT_AMAX_COLS = 1024, (256, 4)
-#: Sign masks compiled into the kernels (TE's, and no transform); others are runtime arguments.
-RHT_CONST_SIGNS = frozenset({0xD7E8, 0})
+#: Sign masks compiled into the kernels; others are runtime arguments (an integer xor of the
+#: sign bit). Only the empty mask: on an H200 (triton 3.6) TE's mask compiled in as `-v` gave
+#: zero results of the wrong sign (an all-zero row: -0.0 at output 15 instead of 7), as if the
+#: compiler rewrote (-a) + (-b) into -(a + b), which IEEE addition of signed zeros forbids.
+RHT_CONST_SIGNS = frozenset({0})
 #: bf16 rounding of the RHT output on a GPU: 0 integer operations, 1 cvt.rn.bf16.f32 (None:
 #: the default), 2 packed cvt.rn.bf16x2.f32 (inline PTX); the interpreter always uses 0.
 RHT_BF16_CVT = None
