@@ -12,6 +12,8 @@ case families and random operands.
 from __future__ import annotations
 
 import os
+import sys
+import time
 
 import ml_dtypes
 import numpy as np
@@ -256,7 +258,37 @@ def test_constants():
 # GPU: the accumulation itself, bit for bit
 # =====================================================================================
 
-GPU_CONFIGS = ["prepass-128x256", "fused-128x128", "hybrid-128x256", "fused-128x128-dup", "hybrid-64x256"]
+#: Tuned configurations checked on random data (each a compile of a few seconds on the GPU: one
+#: of each code path -- prepass / hybrid / fused, join / dup, 64- and 128-row wgmma tiles).
+GPU_CONFIGS = ["prepass-128x256", "hybrid-64x256", "fused-128x128-dup", "fused-128x256"]
+#: The any_shape configurations (one compile per scheme, whatever the shape).
+ANY = [name for name, cfg in G.CONFIGS.items() if cfg.any_shape]
+T0 = time.time()
+
+
+@pytest.fixture(autouse=True)
+def _gpu_progress(request):
+    """On a GPU: one timestamped line per test on the real stderr (not captured), flushed, so
+    that a run stopped by a time limit shows where it was."""
+    if not CUDA:
+        yield
+        return
+    sys.__stderr__.write(f"[{time.time() - T0:7.1f}s] {request.node.name} ...\n")
+    sys.__stderr__.flush()
+    t = time.time()
+    yield
+    sys.__stderr__.write(f"[{time.time() - T0:7.1f}s] {request.node.name} done in {time.time() - t:.1f} s "
+                         f"(gemm kernels compiled so far: {_compiled()})\n")
+    sys.__stderr__.flush()
+
+
+def _compiled():
+    """How many variants of the GEMM kernels Triton has compiled in this process (None where
+    its JIT cache layout is unknown)."""
+    try:
+        return sum(len(c[0]) for k in (G.gemm_kernel, G.gemm_kernel_any) for c in k.device_caches.values())
+    except Exception:  # noqa: BLE001 -- Triton internals; informative only
+        return None
 
 
 @gpu
@@ -264,28 +296,48 @@ GPU_CONFIGS = ["prepass-128x256", "fused-128x128", "hybrid-128x256", "fused-128x
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("name", SCHEMES)
 def test_gpu_families(name, family):
-    """Each conformance case family at a tile-sized shape (wgmma; operands from shared memory
-    and from registers) and a tiny one (mma.sync)."""
+    """Each conformance case family: ``matmul`` as the backend calls it (small GEMMs: the
+    any-shape 64 x 64 configuration, wgmma) at a tile-sized shape and a tiny one, and the tuned
+    default (prepass-128x256: wgmma, operands from shared memory) at the tile-sized shape."""
     sch = fp4spec.get_scheme(name)
     for seed, (m, n, k) in enumerate([(96, 160, 512), (3, 5, 64)]):
         case = GENERATORS[family](np.random.default_rng(1000 + seed), MODEL, sch, m, n, k)
         want = model(case.qa, case.qb, case.c)
-        for cfg in ("prepass-128x256", "hybrid-64x256") if m > 8 else ("prepass-128x256",):
-            assert_bits(G.matmul(case.qa, case.qb, c=case.c, config=cfg), want)
+        assert_bits(G.matmul(case.qa, case.qb, c=case.c), want)
+        if m > 8:
+            assert_bits(G.matmul(case.qa, case.qb, c=case.c, config=G.DEFAULT_CONFIG), want)
 
 
 @gpu
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", SCHEMES)
-def test_gpu_random_every_config(name):
-    """Every configuration (nvfp4; mxfp4: five, the others: two) on a shape that is not a multiple of the tiles."""
+@pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
+def test_gpu_random_configs(name):
+    """The tuned code paths on a shape that is not a multiple of the tiles, and the any-shape
+    configurations also with a K tail (K % BK = 32: two k = 16 dots after the BK ones)."""
     sch = fp4spec.get_scheme(name)
     case = GENERATORS["random"](np.random.default_rng(7), MODEL, sch, 200, 72, 1024)
     want = model(case.qa, case.qb, case.c)
-    for cfg in {"nvfp4": list(G.CONFIGS), "mxfp4": GPU_CONFIGS}.get(name, GPU_CONFIGS[:2]):
+    for cfg in GPU_CONFIGS + ANY:
         assert_bits(G.matmul(case.qa, case.qb, c=case.c, config=cfg), want)
     np.testing.assert_array_equal(G.matmul(case.qa, case.qb, c=case.c, out_dtype=torch.bfloat16),
                                   G.bf16_rne_bits(want))
+    tail = GENERATORS["truncation"](np.random.default_rng(8), MODEL, sch, 130, 70, 1056)
+    want = model(tail.qa, tail.qb, tail.c)
+    for cfg in ANY:
+        assert_bits(G.matmul(tail.qa, tail.qb, c=tail.c, config=cfg), want)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_every_config():
+    """Every named configuration once (nvfp4, random data, c given): ten more compiles (marked
+    slow; ``benchmarks/bench_gpu_gemm.py`` checks every configuration it times too)."""
+    case = GENERATORS["random"](np.random.default_rng(9), MODEL, fp4spec.get_scheme("nvfp4"), 136, 264, 512)
+    c = np.random.default_rng(10).standard_normal((136, 264)).astype(np.float32)
+    want = model(case.qa, case.qb, c)
+    for cfg in G.CONFIGS:
+        assert_bits(G.matmul(case.qa, case.qb, c=c, config=cfg), want)
 
 
 @gpu
@@ -294,8 +346,27 @@ def test_gpu_mixed_schemes():
     ca = GENERATORS["wide_scales"](np.random.default_rng(3), MODEL, fp4spec.get_scheme("mxfp4"), 64, 64, 256)
     cb = GENERATORS["wide_scales"](np.random.default_rng(4), MODEL, fp4spec.get_scheme("nvfp4"), 64, 64, 256)
     want = model(ca.qa, cb.qb, ca.c)
-    for cfg in GPU_CONFIGS[:3]:
-        assert_bits(G.matmul(ca.qa, cb.qb, c=ca.c, config=cfg), want)
+    assert_bits(G.matmul(ca.qa, cb.qb, c=ca.c), want)
+    assert_bits(G.matmul(ca.qa, cb.qb, c=ca.c, config=G.DEFAULT_CONFIG), want)
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_conformance_rows_compile_once():
+    """The conformance matmul rows through TritonBackend (as ``fp4spec conform --backend triton
+    --property matmul`` runs them): every row passes, and the many shapes they draw reuse one
+    compiled kernel per scheme."""
+    from fp4spec.conformance import runner
+
+    before = _compiled()
+    report = runner.run("triton", properties=["matmul"], matmul_max_examples=10)
+    rows = [r for r in report.results if r.property.startswith("matmul/")]
+    assert len(rows) == len(FAMILIES)
+    bad = [(r.property, r.status, r.counterexample and r.counterexample.what) for r in rows if r.status != "PASS"]
+    assert not bad, bad
+    after = _compiled()
+    if before is not None and after is not None:
+        assert after - before <= len(SCHEMES), (before, after)
 
 
 @pytest.mark.skipif(CUDA, reason="the experiment is measured against the model by benchmarks/bench_gpu_gemm.py")
