@@ -14,11 +14,20 @@
    with its bit differences from the model. TFLOP/s = 2 SIZE^3 / time; % of bf16.
 3. Exit status 1 on any bit difference of the claimed kernel (dot_scaled's are reported only).
 
-    python benchmarks/bench_gpu_gemm.py [--quick] [--no-check] [--size 8192] [--configs a,b,...]
+Every check goes through ``G.matmul`` twice where the shape allows: without a configuration
+(what ``Backend.matmul`` and the conformance rows run: the any-shape ``SMALL_CONFIG`` for
+small GEMMs) and with the tuned configurations.
+
+    python benchmarks/bench_gpu_gemm.py [--quick] [--few-configs] [--no-check] [--size 8192] [--configs a,b,...]
+
+``--quick``: the bit-exactness checks only (fewer configurations, no timing, no experiment;
+under a minute on an H200 including about 25 JIT compiles). ``--few-configs``: time four
+configurations instead of every one. Progress lines carry the seconds since the start and are
+flushed, so a run stopped by a time limit shows where it was.
 
 ``--cpu-smoke`` runs the script's logic on the CPU under TRITON_INTERPRET=1 (tiny size; the
-interpreter's dot is not the GPU's, so differences on the adversarial families are expected
-there and the timings mean nothing).
+interpreter's dot replaced by the model's step chain, ``G.interpreter_model_dot``, so the checks
+are exact there too; the timings mean nothing).
 
 Writes bench_gpu_gemm.json and a markdown table (bench_gpu_gemm.md) to $OUT when it is set.
 """
@@ -90,26 +99,31 @@ def case_data(name, family, seed, m, n, k):
 
 def run_checks(chk: Checker, quick: bool) -> dict:
     """Section 1; returns the emulator results of the random 256 x 256 x 1024 cases (c = None)
-    per scheme, for checking the sweep's configurations."""
-    shapes = [(128, 192, 512), (3, 5, 64)]
+    per scheme, for checking the sweep's configurations (not made with ``quick``)."""
+    shapes = [(128, 192, 256 if quick else 512), (3, 5, 64)]     # quick: half the emulator's time
     for name in SCHEMES:
         for fi, family in enumerate(FAMILIES):
             for si, (m, n, k) in enumerate(shapes):
                 case = case_data(name, family, 100 * fi + si, m, n, k)
                 want = fp4spec.matmul(case.qa, case.qb, accumulator=MODEL, c=case.c)
+                chk.compare(f"{name} {family} {m}x{n}x{k} default", G.matmul(case.qa, case.qb, c=case.c), want)
+                if quick and m <= 8:
+                    continue        # the tuned tiny tile (mma.sync): full mode only
                 for cfg in (FAMILY_CONFIGS[:1] if quick or m <= 8 else FAMILY_CONFIGS):
                     got = G.matmul(case.qa, case.qb, c=case.c, config=cfg)
                     chk.compare(f"{name} {family} {m}x{n}x{k} {cfg}", got, want)
+            log(f"  {name} {family}: compared {chk.compared}, differences {chk.diffs}")
         log(f"families {name}: compared {chk.compared}, differences {chk.diffs}")
     timed_refs = {}
     for name in SCHEMES:
-        case = case_data(name, "random", 7, 256, 256, 1024)
-        want = fp4spec.matmul(case.qa, case.qb, accumulator=MODEL)
-        timed_refs[name] = (case, want)
+        if not quick:
+            case = case_data(name, "random", 7, 256, 256, 1024)
+            want = fp4spec.matmul(case.qa, case.qb, accumulator=MODEL)
+            timed_refs[name] = (case, want)
         case2 = case_data(name, "random", 8, 192, 320, 768)
         c2 = np.random.default_rng(9).standard_normal((192, 320)).astype(np.float32)
         want2 = fp4spec.matmul(case2.qa, case2.qb, accumulator=MODEL, c=c2)
-        for cfg in FAMILY_CONFIGS:
+        for cfg in FAMILY_CONFIGS[:1] if quick else FAMILY_CONFIGS + [G.SMALL_CONFIG]:
             chk.compare(f"{name} random 192x320x768 c {cfg}", G.matmul(case2.qa, case2.qb, c=c2, config=cfg), want2)
         chk.compare(f"{name} random 192x320x768 c bf16-out",
                     G.matmul(case2.qa, case2.qb, c=c2, out_dtype=torch.bfloat16), want2)
@@ -117,8 +131,21 @@ def run_checks(chk: Checker, quick: bool) -> dict:
     ca = case_data("mxfp4", "wide_scales", 3, 64, 64, 256)
     cb = case_data("nvfp4", "wide_scales", 4, 64, 64, 256)
     want = fp4spec.matmul(ca.qa, cb.qb, accumulator=MODEL, c=ca.c)
-    chk.compare("mixed mxfp4 x nvfp4", G.matmul(ca.qa, cb.qb, c=ca.c), want)
+    chk.compare("mixed mxfp4 x nvfp4 default", G.matmul(ca.qa, cb.qb, c=ca.c), want)
+    chk.compare("mixed mxfp4 x nvfp4 prepass-128x256", G.matmul(ca.qa, cb.qb, c=ca.c, config="prepass-128x256"),
+                want)
+    log(f"mixed: compared {chk.compared}, differences {chk.diffs}")
     return timed_refs
+
+
+def compiled_kernels():
+    """How many variants of the GEMM kernels Triton has compiled in this process (None where
+    its JIT cache layout is unknown)."""
+    try:
+        return sum(len(c[0]) for k in (G.gemm_kernel, G.gemm_kernel_any, G.dequant_bf16_kernel,
+                                       G.dequant_bf16_kernel_any) for c in k.device_caches.values())
+    except Exception:  # noqa: BLE001 -- Triton internals; informative only
+        return None
 
 
 def dot_scaled_diffs(timed_refs) -> dict:
@@ -197,7 +224,8 @@ def bench(fn):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer configurations and checks")
+    ap.add_argument("--quick", action="store_true", help="the bit-exactness checks only (fewer), no timing")
+    ap.add_argument("--few-configs", action="store_true", help="time four configurations, not every one")
     ap.add_argument("--no-check", action="store_true", help="skip the bit-exactness section")
     ap.add_argument("--size", type=int, default=8192)
     ap.add_argument("--configs", default=None, help="comma-separated names of triton_gemm.CONFIGS to sweep")
@@ -212,8 +240,8 @@ def main() -> int:
 
     name = torch.cuda.get_device_name() if DEV == "cuda" else "cpu (interpreter)"
     print(f"device {name}, torch {torch.__version__}, triton {triton.__version__}, "
-          f"numpy {np.__version__}")
-    sweep = args.configs.split(",") if args.configs else (QUICK_SWEEP if args.quick else list(G.CONFIGS))
+          f"numpy {np.__version__}", flush=True)
+    sweep = args.configs.split(",") if args.configs else (QUICK_SWEEP if args.few_configs else list(G.CONFIGS))
     for c in sweep:
         G.get_config(c)
     chk = Checker()
@@ -222,7 +250,20 @@ def main() -> int:
     timed_refs = {}
     if not args.no_check:
         timed_refs = run_checks(chk, args.quick)
-        log(f"bit-exactness (families, random, mixed): compared {chk.compared} outputs, {chk.diffs} differences")
+        log(f"bit-exactness (families, random, mixed): compared {chk.compared} outputs, {chk.diffs} differences; "
+            f"kernels compiled: {compiled_kernels()}")
+    if args.quick:
+        report.update(compared=chk.compared, diffs=chk.diffs, failures=chk.failures[:50],
+                      kernels_compiled=compiled_kernels(), seconds=time.time() - T0)
+        out = os.environ.get("OUT")
+        if out:
+            with open(os.path.join(out, "bench_gpu_gemm_quick.json"), "w") as f:
+                json.dump(report, f, indent=1)
+        print(f"quick check: compared {chk.compared} outputs, {chk.diffs} differences, {len(chk.failures)} failing "
+              f"checks, {time.time() - T0:.1f} s", flush=True)
+        for f in chk.failures[:20]:
+            print("  FAIL", f, flush=True)
+        return 1 if chk.failures else 0
         report["dot_scaled_check"] = dot_scaled_diffs(timed_refs)
         log(f"dot_scaled (experiment, mxfp4): {report['dot_scaled_check']}")
 
@@ -282,7 +323,7 @@ def main() -> int:
     if t_ds is not None:
         md.append(f"| tl.dot_scaled mxfp4 (experiment) | 128x128x128 | {t_ds:.3f} | {flop / t_ds / 1e9:.1f} | "
                   f"{100 * t_bf16 / t_ds:.1f} |")
-    print("\n".join(md))
+    print("\n".join(md), flush=True)
     print("best:", {k: (v[0], round(v[1], 3), f"{100 * t_bf16 / v[1]:.1f} %") for k, v in best.items()})
     report.update(rows=[{"kernel": l, "config": c, "ms": t, "tflops": flop / t / 1e9, "pct_bf16": 100 * t_bf16 / t}
                         for l, c, t in rows],
@@ -295,11 +336,14 @@ def main() -> int:
         with open(os.path.join(out, "bench_gpu_gemm.md"), "w") as f:
             f.write("\n".join(md) + "\n")
     print(f"bit-exactness: compared {chk.compared} outputs, {chk.diffs} differences, {len(chk.failures)} failing "
-          f"checks")
+          f"checks", flush=True)
     for f in chk.failures[:20]:
-        print("  FAIL", f)
+        print("  FAIL", f, flush=True)
     return 1 if chk.failures else 0
 
 
 if __name__ == "__main__":
+    if DEV == "cpu":
+        with G.interpreter_model_dot():
+            sys.exit(main())
     sys.exit(main())
