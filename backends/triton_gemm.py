@@ -42,9 +42,21 @@ emitted (the E2M1 decode multiplies a float32 subnormal exactly). Triton splits 
 across warps or accumulators; ``num_stages`` only pipelines loads. Under
 ``TRITON_INTERPRET=1`` the interpreter's ``tl.dot``
 is a numpy matmul (and mishandles bf16 operands), so the interpreted kernels feed the same
-exact operand values as float32: only data on which every accumulator model agrees can be
-checked on the CPU; the bit-exact check of the accumulation itself needs the GPU
+exact operand values as float32: on their own they check only data on which every
+accumulator model agrees; inside :func:`interpreter_model_dot` each interpreted dot is the
+model's chain of k = 16 steps (:func:`model_dot`), so everything around the MMA is checked bit
+for bit on any data on the CPU. The check of the MMA itself needs the GPU
 (``tests/backends/test_triton_gemm.py``, ``benchmarks/bench_gpu_gemm.py``).
+
+Compiles: Triton specialises a kernel on its int arguments (== 1, multiple of 16) and its
+constexprs, and each compile of this kernel takes seconds. The tuned configurations want that
+(vector loads), but a stream of small GEMMs of many shapes -- the conformance rows -- would
+compile dozens of variants. ``any_shape`` configurations (:class:`TileConfig`) run
+``gemm_kernel_any``: sizes and strides are plain runtime ints (``do_not_specialize``), the
+tile is fixed, K may be any multiple of 16 (the rest after the BK dots runs as k = 16 dots,
+still one chain in ascending K), and c and g are always passed (+0 and 1.0 when absent: the
+same bits), so one compile serves every shape of a scheme pair. :func:`matmul` uses
+:data:`SMALL_CONFIG` for small GEMMs.
 
 Variants (:class:`TileConfig`): ``"fused"`` dequantizes both operand tiles in the GEMM's K
 loop; ``"prepass"`` dequantizes A and B once into bf16 buffers (:func:`dequantize_bf16`,
