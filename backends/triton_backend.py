@@ -176,14 +176,19 @@ VARIANTS = (None, "tb", "rows", "rows2d", "cols", "cols3", "unfused", "v1")
 COLS_BC, COLS_WARPS, COLS_BANDS = 512, 2, 8
 #: Columnwise v3 (``quantize_cols3_kernel``): block size -> (columns per program, warps,
 #: blocks per program: 32 code bytes per column); the default columnwise kernel for
-#: k = 16, 32 is COLS_VARIANT ("cols": v2).
-COLS3_CFG = {16: (256, 4, 4), 32: (256, 4, 2)}
+#: k = 16, 32 is COLS_VARIANT ("cols": v2). k = 32 at 128 columns: with the fast encoder's
+#: fallback branch 256 columns need > 255 registers (spills) for mxfp4 (sm_90, offline count).
+COLS3_CFG = {16: (256, 4, 4), 32: (128, 4, 2)}
 #: ... for SR and non-E2M1 elements (the generic encoder: more registers, longer compiles).
 COLS3_GENERIC = (128, 4, 1)
 COLS_VARIANT = "cols3"
-#: Fused RHT + quantize rowwise (blocks per program, warps); RHT + amax: rows of 16 per
+#: Fused RHT + quantize rowwise (blocks per program, warps: one block per thread, so the
+#: 16-byte loads' layout is the per-block one, no shuffles); RHT + amax: rows of 16 per
 #: program (rowwise), (columns, bands of 16 rows) per program (columnwise).
-RHT_ROWS_BR, RHT_ROWS_WARPS = 512, 8
+RHT_ROWS_BR, RHT_ROWS_WARPS = 256, 8
+#: The fast E2M1 encoder's per-program exact fallback in the fused RHT / cols3 kernels (their
+#: SLOW constexpr). False only in tests of the fast path alone, on data where it is exact.
+FAST_EXACT_FALLBACK = True
 RHT_AMAX_BR, RHT_AMAX_COLS = 1024, (256, 4)
 #: Sign masks compiled into the kernels; others are runtime arguments (an integer xor of the
 #: sign bit). Only the empty mask: on an H200 (triton 3.6) TE's mask compiled in as `-v` gave
@@ -482,7 +487,8 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
             tk.quantize_rows_rht_kernel[(triton.cdiv(nblk, BM or RHT_ROWS_BR),)](
                 xin, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts, nblk, N // K, cpad, seed_v, sgn,
                 BR=BM or RHT_ROWS_BR, K=K, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits),
-                IN_BF16=bf16, CUBLAS=cublas, num_warps=num_warps or RHT_ROWS_WARPS, **flags, **eflags, **rflags)
+                IN_BF16=bf16, CUBLAS=cublas, SLOW=FAST_EXACT_FALLBACK, num_warps=num_warps or RHT_ROWS_WARPS, **flags,
+                **eflags, **rflags)
         elif use == "rows2d":
             if not (bf16 and _fast_ok(sch, rounding)):
                 raise NotImplementedError("rows2d: bf16, E2M1, RNE")
@@ -520,7 +526,8 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
             tk.quantize_cols3_kernel[grid](
                 xin, packed.view(torch.int64), sview, r_in, thr, dthr, mags, ts, M, sxn, srr, N // 16, nsc, cpad, seed_v, sgn,
                 BC=bc, K=K, NB=nb, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
-                CUBLAS=cublas, RHT=rp is not None, num_warps=num_warps or w, **flags, **eflags, **rflags)
+                CUBLAS=cublas, RHT=rp is not None, SLOW=FAST_EXACT_FALLBACK, num_warps=num_warps or w, **flags, **eflags,
+                **rflags)
         else:
             bc = BN or COLS_BC
             if sr_mode == 2 and bc % 4:

@@ -23,6 +23,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+# the FP32-pipe E2M1 encoder (proved equal to _e2m1_rne over every float32 in the tests)
+from .triton_rows_fast import _mag_scaled, _mag_y
+
 FLT_MAX = 3.4028234663852886e38
 
 
@@ -901,6 +904,85 @@ def _word16(y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15
     return lo.to(tl.uint32).to(tl.int64) | (hi.to(tl.int64) << 32)
 
 
+# The fast E2M1 encoder of triton_rows_fast for the 16 values of a row in registers: per value
+# three fused multiply-adds (MX folds the power-of-two multiplier into them), a 3-input and a
+# 2-input integer min, the sign bit, and one multiply-add that places the code in its nibble.
+# Exact where _needs_exact_fast holds for no block of the program; the kernels branch (one
+# uniform branch per program) to the v2 encoder (_word16) otherwise.
+
+#: 0x4A800000 * (1 + 16 + ... + 16^7) mod 2^32 (0x72800000): the magnitudes' offsets of 8 nibbles.
+_K8 = tl.constexpr((0x4A800000 * 0x11111111) % (1 << 32))
+
+
+@triton.jit
+def _nib_fast(y, mult, m2, m4, MX: tl.constexpr, SIGN_BIT: tl.constexpr):
+    """0x4A800000 + the E2M1 code (magnitude | 8 * sign) of y * mult, int32.
+
+    MX (mult a power of two): |y| * mult inside the fmas (exact products), the sign of y.
+    Two-level: t = fma(y, mult, +0) is fp32(y * mult) with -0 made +0; the sign is its sign
+    bit (SIGN_BIT: no nonzero product can round to -0, see _needs_exact_fast) or t < 0.
+    The magnitude pattern has bit 3 clear, so the sign goes in with an or (one LOP3 with the
+    shift of the sign bit to bit 3)."""
+    if MX:
+        u = _mag_scaled(y, mult, m2, m4)
+        sb = y.to(tl.int32, bitcast=True)
+    else:
+        t = tl.fma(y, mult, 0.0)
+        u = _mag_y(t)
+        if SIGN_BIT:
+            sb = t.to(tl.int32, bitcast=True)
+        else:
+            sb = tl.where(t < 0.0, -1, 0)
+    return u | ((sb >> 28) & 8)
+
+
+@triton.jit
+def _word8_fast(y0, y1, y2, y3, y4, y5, y6, y7, mult, m2, m4, MX: tl.constexpr, SIGN_BIT: tl.constexpr):
+    """int32 of the 8 codes of y_i * mult, the first in the lowest nibble (shift-adds of the
+    patterns; their offsets 0x4A800000 are taken off at the end, mod 2^32, as one constant)."""
+    w = _nib_fast(y0, mult, m2, m4, MX, SIGN_BIT)
+    w += _nib_fast(y1, mult, m2, m4, MX, SIGN_BIT) << 4
+    w += _nib_fast(y2, mult, m2, m4, MX, SIGN_BIT) << 8
+    w += _nib_fast(y3, mult, m2, m4, MX, SIGN_BIT) << 12
+    w += _nib_fast(y4, mult, m2, m4, MX, SIGN_BIT) << 16
+    w += _nib_fast(y5, mult, m2, m4, MX, SIGN_BIT) << 20
+    w += _nib_fast(y6, mult, m2, m4, MX, SIGN_BIT) << 24
+    w += _nib_fast(y7, mult, m2, m4, MX, SIGN_BIT) << 28
+    return w - _K8
+
+
+@triton.jit
+def _word16_fast(y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15, mult, nan_scale,
+                 MX: tl.constexpr, SIGN_BIT: tl.constexpr):
+    """As :func:`_word16` (FAST, RNE) with the fast encoder: the int64 word of the 16 codes of
+    y_i * mult; two-level blocks with a NaN scale get codes 0. Exact unless
+    :func:`_needs_exact_fast` holds for the block."""
+    m2 = mult * 0.5
+    m4 = mult * 0.25
+    lo = _word8_fast(y0, y1, y2, y3, y4, y5, y6, y7, mult, m2, m4, MX, SIGN_BIT)
+    hi = _word8_fast(y8, y9, y10, y11, y12, y13, y14, y15, mult, m2, m4, MX, SIGN_BIT)
+    if not MX:
+        keep = tl.where(nan_scale, 0, -1)
+        lo = lo & keep
+        hi = hi & keep
+    return lo.to(tl.uint32).to(tl.int64) | (hi.to(tl.int64) << 32)
+
+
+@triton.jit
+def _needs_exact_fast(mult, nan_scale, MX: tl.constexpr, SIGN_BIT: tl.constexpr):
+    """Blocks the fast encoder may get wrong: MX blocks with a NaN scale (mult = 0: x * 0 is
+    NaN for an infinite x, -0 kept for the others); two-level blocks whose multiplier could
+    round a nonzero product to -0 when the sign is read from the sign bit (SIGN_BIT: values
+    on the bf16 grid, nonzero ones >= 2^-133, so mult >= 2^-16 keeps every nonzero product
+    >= 2^-149)."""
+    if MX:
+        return nan_scale
+    elif SIGN_BIT:
+        return mult < 1.52587890625e-05
+    else:
+        return mult < 0.0  # never: the sign is t < 0
+
+
 @triton.jit
 def _rbits_rows16(r_ptr, seed, g, mask, SR: tl.constexpr, SR_BITS: tl.constexpr):
     """Random bits (float32) of the 16 elements from group g on (flat element order)."""
@@ -950,56 +1032,118 @@ def _rbits_cols16(r_ptr, seed, row, c, c0, mask, srr, NCOL, NB: tl.constexpr, BC
 
 
 @triton.jit
+def _rows16_vec(x_ptr, blk, h, mask, G: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr, sgn,
+                OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+    """As :func:`_rows16` for bf16 (x_ptr: int64 words of four): row h of 16 of each block blk
+    (G words a block), read as two [BR, 2] tiles (one 16-byte load per thread each)."""
+    offs = (blk * G + h * 4)[:, None] + tl.arange(0, 2)[None, :]
+    g0, g1 = tl.split(tl.load(x_ptr + offs, mask=mask[:, None], other=0))
+    g2, g3 = tl.split(tl.load(x_ptr + offs + 2, mask=mask[:, None], other=0))
+    x0, x1, x2, x3 = _bf16_group(g0)
+    x4, x5, x6, x7 = _bf16_group(g1)
+    x8, x9, x10, x11 = _bf16_group(g2)
+    x12, x13, x14, x15 = _bf16_group(g3)
+    if RHT:
+        return _fwht16(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15,
+                       SIGNS, sgn, OUT_BF16, BF16_CVT)
+    else:
+        return x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15
+
+
+@triton.jit
 def quantize_rows_rht_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, NBLK, NSC, CPAD, seed, sgn,
                              BR: tl.constexpr, K: tl.constexpr, FAST: tl.constexpr,
                              MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
                              SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
                              INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
                              IN_BF16: tl.constexpr, CUBLAS: tl.constexpr, SIGNS: tl.constexpr,
-                             OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+                             OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr, SLOW: tl.constexpr = True):
     """Fused RHT + rowwise quantization of BR consecutive 1 x K blocks (K = 16 or 32) of a
-    contiguous tensor, one block per thread: the block's K values are read once, transformed
-    in registers (K/16 rows of 16, :func:`_fwht16`), and quantized from the registers
-    (amax, scale, codes) as :func:`quantize_rows_kernel` does. Arguments as there; SIGNS,
-    OUT_BF16 (bf16 RHT output, else float32), BF16_CVT (hardware bf16 conversion)."""
+    contiguous tensor, one block per thread: the block's K values are read once (bf16: 16-byte
+    loads), transformed in registers (K/16 rows of 16, :func:`_fwht16`), and quantized from
+    the registers (amax, scale, codes) as :func:`quantize_rows_kernel` does. Arguments as
+    there; SIGNS, OUT_BF16 (bf16 RHT output, else float32), BF16_CVT (hardware bf16
+    conversion).
+
+    FAST (E2M1, RNE): the codes come from the fast encoder (:func:`_word16_fast`); a program
+    with a block that :func:`_needs_exact_fast` flags (MX: a NaN scale; two-level: a
+    multiplier below 2^-16, i.e. a block amax above ~4e5 times the tensor's scale) takes the
+    v2 encoder instead (one uniform branch; SLOW=False leaves it out: instruction counts of
+    the fast path). The K codes of a block go out as one store."""
     G: tl.constexpr = K // 4
     pid = tl.program_id(0)
     blk = pid.to(tl.int64) * BR + tl.arange(0, BR)
     mask = blk < NBLK
     g0 = blk * G
-    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16(
-        x_ptr, g0, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
+    if IN_BF16:
+        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16_vec(
+            x_ptr, blk, 0, mask, G, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
+    else:
+        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16(
+            x_ptr, g0, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
     vm = _absmax16(tl.zeros((BR,), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
     if K == 32:
-        b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16(
-            x_ptr, g0 + 4, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
+        if IN_BF16:
+            b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16_vec(
+                x_ptr, blk, 1, mask, G, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
+        else:
+            b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16(
+                x_ptr, g0 + 4, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
         vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
     scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
-    if SR != 0:
-        sr_scale = tl.load(ts_ptr + 3)
-        r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_rows16(
-            r_ptr, seed, g0, mask, SR, SR_BITS)
-    else:
-        sr_scale = 0.0
-        r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
-            a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
-    w = _word16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
-                r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
-                mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO,
-                ZERO_POS)
-    tl.store(q_ptr + blk * (K // 16), w, mask=mask)
-    if K == 32:
-        if SR != 0:
-            r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_rows16(
-                r_ptr, seed, g0 + 4, mask, SR, SR_BITS)
+    if FAST:
+        # bf16 RHT output: every nonzero value >= 2^-133 (the sign bit of the product is exact)
+        SIGN_BIT: tl.constexpr = OUT_BF16
+        if SLOW and tl.max(_needs_exact_fast(mult, nan_scale, MX, SIGN_BIT).to(tl.int32), axis=0) != 0:
+            wa = _word16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
+                         a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
+                         mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, 0.0, FAST, MX, NTHR, False, INT4, NEGZERO,
+                         ZERO_POS)
+            if K == 32:
+                wb = _word16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                             b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                             mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, 0.0, FAST, MX, NTHR, False, INT4, NEGZERO,
+                             ZERO_POS)
+            else:
+                wb = wa
         else:
+            wa = _word16_fast(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, mult, nan_scale,
+                              MX, SIGN_BIT)
+            if K == 32:
+                wb = _word16_fast(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, mult,
+                                  nan_scale, MX, SIGN_BIT)
+            else:
+                wb = wa
+        if K == 16:
+            tl.store(q_ptr + blk, wa, mask=mask)
+        else:
+            tl.store(q_ptr + (blk * 2)[:, None] + tl.arange(0, 2)[None, :], tl.join(wa, wb), mask=mask[:, None])
+    else:
+        if SR != 0:
+            sr_scale = tl.load(ts_ptr + 3)
+            r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_rows16(
+                r_ptr, seed, g0, mask, SR, SR_BITS)
+        else:
+            sr_scale = 0.0
             r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
-                b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
-        w = _word16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+        w = _word16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
                     r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
                     mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO,
                     ZERO_POS)
-        tl.store(q_ptr + blk * 2 + 1, w, mask=mask)
+        tl.store(q_ptr + blk * (K // 16), w, mask=mask)
+        if K == 32:
+            if SR != 0:
+                r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_rows16(
+                    r_ptr, seed, g0 + 4, mask, SR, SR_BITS)
+            else:
+                r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
+                    b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
+            w = _word16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                        r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
+                        mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO,
+                        ZERO_POS)
+            tl.store(q_ptr + blk * 2 + 1, w, mask=mask)
     _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
 
 
@@ -1009,7 +1153,7 @@ def _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c, c0,
                  RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                  NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr, INT4: tl.constexpr,
                  NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, IN_BF16: tl.constexpr, RHT: tl.constexpr,
-                 SIGNS: tl.constexpr, sgn, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+                 SIGNS: tl.constexpr, sgn, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr, SLOW: tl.constexpr):
     """NB x BC blocks of K rows: block (b, j) holds rows row0[b] .. row0[b] + K - 1 of column
     c[j] (row0: [NB, 1] int64, c: [1, BC] int64). Returns the scale codes (int32) and the code
     words (int64, 16 codes each: one for K = 16, two for K = 32), all [NB, BC]."""
@@ -1023,6 +1167,31 @@ def _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c, c0,
             x_ptr, offs + 16 * sxr, sxr, mask, IN_BF16, RHT, SIGNS, sgn, OUT_BF16, BF16_CVT)
         vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
     scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
+    if FAST:
+        # values on the bf16 grid (bf16 RHT output, or bf16 input without the RHT): nonzero >= 2^-133
+        SIGN_BIT: tl.constexpr = OUT_BF16 if RHT else IN_BF16
+        ex = tl.max(tl.max(_needs_exact_fast(mult, nan_scale, MX, SIGN_BIT).to(tl.int32), axis=1), axis=0)
+        if SLOW and ex != 0:  # rare: the v2 encoder for the whole program
+            wa = _word16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
+                         a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
+                         mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, 0.0, FAST, MX, NTHR, False, INT4, NEGZERO,
+                         ZERO_POS)
+            if K == 32:
+                wb = _word16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                             b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                             mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, 0.0, FAST, MX, NTHR, False, INT4, NEGZERO,
+                             ZERO_POS)
+            else:
+                wb = wa
+        else:
+            wa = _word16_fast(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, mult, nan_scale,
+                              MX, SIGN_BIT)
+            if K == 32:
+                wb = _word16_fast(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, mult,
+                                  nan_scale, MX, SIGN_BIT)
+            else:
+                wb = wa
+        return scode, wa, wb
     if SR != 0:
         sr_scale = tl.load(ts_ptr + 3)
         r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_cols16(
@@ -1059,7 +1228,7 @@ def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_pt
                           SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
                           INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
                           IN_BF16: tl.constexpr, CUBLAS: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr,
-                          OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
+                          OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr, SLOW: tl.constexpr = True):
     """Columnwise quantization (of x^T, blocks of K = 16 or 32 rows of the row-major x), with
     or without the RHT along the block (axis 0), without a transpose.
 
@@ -1075,6 +1244,9 @@ def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_pt
     q_ptr: int64 view of the (NCOL, NROW/2) packed output (QW words a row); s_ptr: the
     scale codes (uint8, int16 or int32 view for NB = 1, 2, 4) of the (NCOL, NSC) plain or
     cuBLAS (CPAD) layout.
+
+    FAST (E2M1, RNE): the fast encoder with the v2 encoder for programs that need it, as
+    :func:`quantize_rows_rht_kernel` (SLOW=False: without that branch).
     """
     pid_c = tl.program_id(0)
     pid_r = tl.program_id(1)
@@ -1088,7 +1260,7 @@ def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_pt
     mask = tl.broadcast_to(cmask[None, :], (NB, BC))
     sc, wa, wb = _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c64[None, :], c0, mask, sxr, srr,
                               NCOL, seed, NB, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
-                              INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, sgn, OUT_BF16, BF16_CVT)
+                              INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, sgn, OUT_BF16, BF16_CVT, SLOW)
     W: tl.constexpr = NB * (K // 16)
     if K == 16:
         words = tl.trans(wa)  # [BC, NB]

@@ -1,0 +1,145 @@
+"""Offline SASS instruction counts of the fused RHT + quantize kernels and the plain rowwise
+kernels (no GPU needed): ``triton.compile`` for ``GPUTarget("cuda", 90, 32)`` (the H200's
+sm_90) with the JIT's ``tt.divisibility=16`` on pointers and sizes, then triton's bundled
+``cuobjdump -sass`` / ``-res-usage``. Static counts of straight-line kernels (a fallback
+branch that tiles rarely take is counted too; ``--no-fallback`` variants are listed where
+they exist).
+
+    python benchmarks/sass_count.py [--only rows_rht,cols3,tb,rows] [--ops]
+
+Prints, per kernel: registers, spills, SASS instructions per element, the ALU-pipe
+(integer/logic) and FMA-pipe shares per element, compile seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import tempfile
+import time
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from fp4spec.backends import triton_backend as trb
+from fp4spec.backends import triton_kernels as tk
+from fp4spec.backends import triton_rows_fast as rf
+
+ALU = {"LOP3", "SHF", "IADD3", "ISETP", "FSETP", "SEL", "FMNMX", "IMNMX", "VIMNMX", "VIMNMX3", "VIADDMNMX", "PRMT",
+       "SGXT", "LEA", "FSEL", "BMSK", "IABS", "POPC", "FLO", "BREV", "PLOP3", "P2R", "R2P"}
+FMA = {"FFMA", "FADD", "FMUL", "IMAD", "HFMA2", "VIADD", "FMUL2"}
+NODIV = {"NBLK", "seed", "NCH", "sgn"}
+SCHEME = {"nvfp4": dict(MX=False, RULE=0, EMAX=0, NAN_INF=False, SCALING=0),
+          "mxfp4": dict(MX=True, RULE=0, EMAX=2, NAN_INF=True, SCALING=0)}
+ELEM = dict(NTHR=7, INT4=False, NEGZERO=True, ZERO_POS=True)
+
+
+def _tool():
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+
+def compile_kernel(fn, sig, consts, num_warps):
+    attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k in sig if k not in NODIV}
+    src = ASTSource(fn, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts, attrs=attrs)
+    t = time.time()
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+    return k, time.time() - t
+
+
+def sass_ops(k):
+    """(registers, spill bytes, Counter of SASS opcodes) of a compiled kernel."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"])
+        f.flush()
+        res = subprocess.run([_tool(), "-res-usage", f.name], capture_output=True, text=True).stdout
+        sass = subprocess.run([_tool(), "-sass", f.name], capture_output=True, text=True).stdout
+    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
+    c = collections.Counter()
+    for line in sass.splitlines():
+        mm = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", line)
+        if mm and mm.group(1) != "NOP":
+            c[mm.group(1)] += 1
+    return (int(m.group(1)), int(m.group(4))) if m else (-1, -1), c
+
+
+SIG_ROWS = dict(x_ptr="*i64", q_ptr="*i64", s_ptr="*u8", r_ptr="*fp32", thr_ptr="*fp32", dthr_ptr="*fp32",
+                mags_ptr="*fp32", ts_ptr="*fp32", NBLK="i32", NSC="i32", CPAD="i32", seed="i32")
+SIG_COLS = dict(x_ptr="*i16", q_ptr="*i64", s_ptr="*i32", r_ptr="*fp32", thr_ptr="*fp32", dthr_ptr="*fp32",
+                mags_ptr="*fp32", ts_ptr="*fp32", NCOL="i32", sxr="i32", srr="i32", QW="i32", NSC="i32", CPAD="i32",
+                seed="i32")
+SIG_TB = dict(x_ptr="*i32", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NBLK="i32")
+
+
+def _rht(signs=0xD7E8, cvt=1):
+    return dict(SIGNS=signs, OUT_BF16=True, BF16_CVT=cvt)
+
+
+#: (blocks per program, warps) of the fused rowwise kernel to count (the default first).
+RHT_TILES = [(trb.RHT_ROWS_BR, trb.RHT_ROWS_WARPS), (512, 8), (128, 4)]
+
+
+def configs():
+    """(name, kernel, signature, constexprs, num_warps, elements per thread)."""
+    out = []
+    for spec in ("nvfp4", "mxfp4"):
+        K = 16 if spec == "nvfp4" else 32
+        # fused RHT rowwise (quantize_packed's defaults: BR=512, 8 warps)
+        for signs, tag, slow in ((0xD7E8, "te", True), (0xD7E8, "te (no fallback)", False),
+                                 (-1, "runtime signs (no fallback)", False)):
+            for br, w in RHT_TILES:
+                c = dict(BR=br, K=K, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, **SCHEME[spec], **ELEM,
+                         **_rht(signs))
+                if "SLOW" in tk.quantize_rows_rht_kernel.arg_names:
+                    c["SLOW"] = slow
+                elif not slow:
+                    continue
+                out.append((f"rows_rht {spec} {tag} BR={br} w={w}", tk.quantize_rows_rht_kernel,
+                            {**SIG_ROWS, "sgn": "i32"}, c, w, br * K / (32 * w)))
+        bc, w, nb = trb.COLS3_CFG[K]  # quantize_packed's columnwise default
+        for rht, slow in ((True, True), (True, False), (False, True), (False, False)):
+            c = dict(BC=bc, K=K, NB=nb, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, RHT=rht,
+                     **SCHEME[spec], **ELEM, **_rht())
+            if "SLOW" in tk.quantize_cols3_kernel.arg_names:
+                c["SLOW"] = slow
+            elif not slow:
+                continue
+            out.append((f"cols3 {spec} {'RHT te' if rht else 'plain'} BC={bc} NB={nb} w={w}"
+                        + ("" if slow else " (no fallback)"),
+                        tk.quantize_cols3_kernel, {**SIG_COLS, "sgn": "i32"}, c, w, nb * bc * K / (32 * w)))
+        # plain rowwise: tb (the default) and v2
+        for slow in (True, False):
+            c = dict(BR=trb.TB_BR, K=K, EVEN=True, SLOW=slow, **SCHEME[spec])
+            out.append((f"tb {spec}" + ("" if slow else " (no fallback)"), rf.rows_tb_kernel, SIG_TB, c, trb.TB_WARPS,
+                        trb.TB_BR * K / (32 * trb.TB_WARPS)))
+        c = dict(BR=512, K=K, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, **SCHEME[spec], **ELEM)
+        out.append((f"rows (v2) {spec}", tk.quantize_rows_kernel, SIG_ROWS, c, 8, 512 * K / 256))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default=None, help="comma list of name prefixes (rows_rht, cols3, tb, rows)")
+    ap.add_argument("--ops", action="store_true", help="print the opcode histogram per kernel")
+    args = ap.parse_args()
+    pre = None if args.only is None else tuple(p.strip() for p in args.only.split(","))
+    print(f"triton {triton.__version__}, target sm_90")
+    print(f"{'kernel':<34} {'regs':>4} {'spill':>5} {'SASS/el':>8} {'ALU/el':>7} {'FMA/el':>7} {'compile s':>9}")
+    for name, fn, sig, consts, nw, epth in configs():
+        if pre and not name.startswith(pre):
+            continue
+        k, dt = compile_kernel(fn, sig, consts, nw)
+        (regs, spill), c = sass_ops(k)
+        tot = sum(c.values())
+        alu = sum(v for o, v in c.items() if o in ALU)
+        fma = sum(v for o, v in c.items() if o in FMA)
+        print(f"{name:<34} {regs:>4} {spill:>5} {tot / epth:8.2f} {alu / epth:7.2f} {fma / epth:7.2f} {dt:9.1f}", flush=True)
+        if args.ops:
+            print("    " + ", ".join(f"{o}:{v}" for o, v in c.most_common(24)))
+
+
+if __name__ == "__main__":
+    main()
