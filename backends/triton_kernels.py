@@ -843,28 +843,41 @@ def _rows16(x_ptr, g, mask, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.
 def _cols16(x_ptr, offs, sxr, mask, IN_BF16: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr, sgn,
             OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
     """The 16 float32 values (transformed if RHT) of rows r..r+15 of a row-major tensor, for
-    a vector of columns: offs = r * sxr + column (int64); each row load is coalesced."""
-    x0 = _load_rows(x_ptr, offs, mask, IN_BF16)
-    x1 = _load_rows(x_ptr, offs + sxr, mask, IN_BF16)
-    x2 = _load_rows(x_ptr, offs + 2 * sxr, mask, IN_BF16)
-    x3 = _load_rows(x_ptr, offs + 3 * sxr, mask, IN_BF16)
-    x4 = _load_rows(x_ptr, offs + 4 * sxr, mask, IN_BF16)
-    x5 = _load_rows(x_ptr, offs + 5 * sxr, mask, IN_BF16)
-    x6 = _load_rows(x_ptr, offs + 6 * sxr, mask, IN_BF16)
-    x7 = _load_rows(x_ptr, offs + 7 * sxr, mask, IN_BF16)
-    x8 = _load_rows(x_ptr, offs + 8 * sxr, mask, IN_BF16)
-    x9 = _load_rows(x_ptr, offs + 9 * sxr, mask, IN_BF16)
-    x10 = _load_rows(x_ptr, offs + 10 * sxr, mask, IN_BF16)
-    x11 = _load_rows(x_ptr, offs + 11 * sxr, mask, IN_BF16)
-    x12 = _load_rows(x_ptr, offs + 12 * sxr, mask, IN_BF16)
-    x13 = _load_rows(x_ptr, offs + 13 * sxr, mask, IN_BF16)
-    x14 = _load_rows(x_ptr, offs + 14 * sxr, mask, IN_BF16)
-    x15 = _load_rows(x_ptr, offs + 15 * sxr, mask, IN_BF16)
+    a vector of columns: offs = r * sxr + column (int64); each row load is coalesced. A
+    runtime sign mask with bf16 input goes into the widening (:func:`_load_row_flip`)."""
+    FLIP: tl.constexpr = RHT and IN_BF16 and SIGNS == -1
+    x0 = _load_row_flip(x_ptr, offs, mask, IN_BF16, FLIP, sgn, 0)
+    x1 = _load_row_flip(x_ptr, offs + sxr, mask, IN_BF16, FLIP, sgn, 1)
+    x2 = _load_row_flip(x_ptr, offs + 2 * sxr, mask, IN_BF16, FLIP, sgn, 2)
+    x3 = _load_row_flip(x_ptr, offs + 3 * sxr, mask, IN_BF16, FLIP, sgn, 3)
+    x4 = _load_row_flip(x_ptr, offs + 4 * sxr, mask, IN_BF16, FLIP, sgn, 4)
+    x5 = _load_row_flip(x_ptr, offs + 5 * sxr, mask, IN_BF16, FLIP, sgn, 5)
+    x6 = _load_row_flip(x_ptr, offs + 6 * sxr, mask, IN_BF16, FLIP, sgn, 6)
+    x7 = _load_row_flip(x_ptr, offs + 7 * sxr, mask, IN_BF16, FLIP, sgn, 7)
+    x8 = _load_row_flip(x_ptr, offs + 8 * sxr, mask, IN_BF16, FLIP, sgn, 8)
+    x9 = _load_row_flip(x_ptr, offs + 9 * sxr, mask, IN_BF16, FLIP, sgn, 9)
+    x10 = _load_row_flip(x_ptr, offs + 10 * sxr, mask, IN_BF16, FLIP, sgn, 10)
+    x11 = _load_row_flip(x_ptr, offs + 11 * sxr, mask, IN_BF16, FLIP, sgn, 11)
+    x12 = _load_row_flip(x_ptr, offs + 12 * sxr, mask, IN_BF16, FLIP, sgn, 12)
+    x13 = _load_row_flip(x_ptr, offs + 13 * sxr, mask, IN_BF16, FLIP, sgn, 13)
+    x14 = _load_row_flip(x_ptr, offs + 14 * sxr, mask, IN_BF16, FLIP, sgn, 14)
+    x15 = _load_row_flip(x_ptr, offs + 15 * sxr, mask, IN_BF16, FLIP, sgn, 15)
     if RHT:
         return _fwht16(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15,
-                       SIGNS, sgn, OUT_BF16, BF16_CVT)
+                       0 if FLIP else SIGNS, sgn, OUT_BF16, BF16_CVT)
     else:
         return x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15
+
+
+@triton.jit
+def _load_row_flip(x_ptr, offs, mask, IN_BF16: tl.constexpr, FLIP: tl.constexpr, sgn, I: tl.constexpr):
+    """:func:`_load_rows`, with FLIP (bf16) step F2 for value I in the widening: (b << 16) +
+    sign bit, one shift-add (no separate xor)."""
+    if FLIP:
+        v = tl.load(x_ptr + offs, mask=mask, other=0).to(tl.int32)
+        return ((v << 16) + _sbit(sgn, I)).to(tl.float32, bitcast=True)
+    else:
+        return _load_rows(x_ptr, offs, mask, IN_BF16)
 
 
 @triton.jit
@@ -1032,6 +1045,26 @@ def _rbits_cols16(r_ptr, seed, row, c, c0, mask, srr, NCOL, NB: tl.constexpr, BC
 
 
 @triton.jit
+def _sbit(sgn, I: tl.constexpr):
+    """The float32 sign bit of s_I (bit I of the runtime sign mask), as an int32."""
+    return ((sgn >> I) & 1) << 31
+
+
+@triton.jit
+def _bf16_group_flip(w, sgn, I: tl.constexpr):
+    """As :func:`_bf16_group` with step F2 (the sign flips of values I..I+3) in the widening:
+    the low halves as (b << 16) + sign bit (one shift-add), the high ones as (b & mask) ^ sign
+    bit (one three-input logic op): the flips cost nothing."""
+    lo = w.to(tl.int32)
+    hi = (w >> 32).to(tl.int32)
+    e0 = ((lo << 16) + _sbit(sgn, I)).to(tl.float32, bitcast=True)
+    e1 = ((lo & -65536) ^ _sbit(sgn, I + 1)).to(tl.float32, bitcast=True)
+    e2 = ((hi << 16) + _sbit(sgn, I + 2)).to(tl.float32, bitcast=True)
+    e3 = ((hi & -65536) ^ _sbit(sgn, I + 3)).to(tl.float32, bitcast=True)
+    return e0, e1, e2, e3
+
+
+@triton.jit
 def _rows16_vec(x_ptr, blk, h, mask, G: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr, sgn,
                 OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
     """As :func:`_rows16` for bf16 (x_ptr: int64 words of four): row h of 16 of each block blk
@@ -1039,13 +1072,19 @@ def _rows16_vec(x_ptr, blk, h, mask, G: tl.constexpr, RHT: tl.constexpr, SIGNS: 
     offs = (blk * G + h * 4)[:, None] + tl.arange(0, 2)[None, :]
     g0, g1 = tl.split(tl.load(x_ptr + offs, mask=mask[:, None], other=0))
     g2, g3 = tl.split(tl.load(x_ptr + offs + 2, mask=mask[:, None], other=0))
-    x0, x1, x2, x3 = _bf16_group(g0)
-    x4, x5, x6, x7 = _bf16_group(g1)
-    x8, x9, x10, x11 = _bf16_group(g2)
-    x12, x13, x14, x15 = _bf16_group(g3)
+    if RHT and SIGNS == -1:  # runtime sign mask: the flips in the widening (then no flips below)
+        x0, x1, x2, x3 = _bf16_group_flip(g0, sgn, 0)
+        x4, x5, x6, x7 = _bf16_group_flip(g1, sgn, 4)
+        x8, x9, x10, x11 = _bf16_group_flip(g2, sgn, 8)
+        x12, x13, x14, x15 = _bf16_group_flip(g3, sgn, 12)
+    else:
+        x0, x1, x2, x3 = _bf16_group(g0)
+        x4, x5, x6, x7 = _bf16_group(g1)
+        x8, x9, x10, x11 = _bf16_group(g2)
+        x12, x13, x14, x15 = _bf16_group(g3)
     if RHT:
         return _fwht16(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15,
-                       SIGNS, sgn, OUT_BF16, BF16_CVT)
+                       0 if SIGNS == -1 else SIGNS, sgn, OUT_BF16, BF16_CVT)
     else:
         return x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15
 

@@ -10,13 +10,18 @@
    Bytes per element: quantize 2 read + 0.5 written + scale bytes; dequantize 0.5 read +
    scale bytes + 4 written (float32 out); the amax pass adds 2 read.
 3. Fused RHT + quantize (section ``rht``): exactness against the emulator composition on a
-   small adversarial tensor (every scheme, rowwise and columnwise, bf16/float32 output, the
-   three bf16 roundings, SR, cuBLAS layout, unfused path, RHT + amax), fused == unfused on
-   the full tensor, timings next to plain quantize and the ratio fused / plain.
+   small adversarial tensor (schemes, rowwise and columnwise, bf16/float32 output, the three
+   bf16 roundings, SR, cuBLAS layout, unfused path, RHT + amax, the fast encoder alone on
+   data where it needs no fallback), fused == unfused on the full tensor, timings of the
+   default quantize_packed calls (plain: rowwise ``tb``, columnwise ``cols3``; whole calls)
+   next to the fused ones, and the ratios fused / plain.
 4. Columnwise v3 vs v2 (section ``cols``): bit-equal on the full tensor, timings, a tile sweep.
 
     python benchmarks/bench_gpu_quantize.py [--size 16384] [--iters 50] [--only rht,cols]
 
+Progress lines carry the seconds since the start (flushed), and every timing is printed as
+it is taken, so a run cut by a time limit shows where it was. ``--only rht,cols`` compiles
+about 40 kernels (the RHT checks are chosen for that; the interpreter tests cover the rest).
 With $OUT set, the table is also written to $OUT/bench_gpu_quantize.json. Exit status 1 on
 any bit difference.
 """
@@ -36,6 +41,13 @@ import torch
 import fp4spec
 from fp4spec.backends import torch_backend as tb
 from fp4spec.backends import triton_backend as trb
+
+T0 = time.time()
+
+
+def log(msg):
+    """A progress line with the seconds since the start, flushed (a timeout shows where it was)."""
+    print(f"[{time.time() - T0:6.1f} s] {msg}", flush=True)
 
 
 def adversarial_bf16(rows, cols, seed=0):
@@ -64,6 +76,7 @@ def check(failures):
     tbk, trk = tb.TorchBackend("cuda"), trb.TritonBackend("cuda")
     n = 0
     for spec in SCHEMES:
+        log(f"check {spec}: emulator vs triton and torch backends (rne, sr; rows, columns)")
         sch = resolve_scheme(spec)
         for rounding in ("rne", "sr"):
             for axis in (-1, 0):
@@ -86,7 +99,7 @@ def check(failures):
                 and np.array_equal(out["scales"].cpu().numpy(), ref.scales)):
             failures.append(f"triton packed bf16 {spec}")
     n += check_fast(xt, failures)
-    print(f"emulator checks: {n} quantize comparisons + dequantize, {len(failures)} failures")
+    log(f"emulator checks: {n} quantize comparisons + dequantize, {len(failures)} failures")
 
 
 def moved_packed(ref):
@@ -97,33 +110,40 @@ def moved_packed(ref):
 
 
 def check_fast(xt, failures):
-    """Fast paths on the device (bf16): rowwise (both variants), columnwise, given-bits and
-    Philox SR, cuBLAS scale layout, dequantize; against the emulator."""
+    """Fast paths on the device (bf16): rowwise (tb, the default, and the v2 variants),
+    columnwise, given-bits and Philox SR, cuBLAS scale layout, dequantize; against the
+    emulator. One or two tiles per kernel (every tile is a compile: the full sweep made this
+    section run for minutes with no output; bench_gpu_rows.py sweeps the rowwise tiles)."""
     from fp4spec.layouts import to_blocked
 
     xf = xt.float().cpu().numpy()
     n = 0
     for spec in ("nvfp4", "ufp4", "nvint4", "mxfp4", "mxfp4:scale_rule=rceil", "mxfp4:scale_rule=even"):
+        log(f"check fast paths {spec}")
         sch = fp4spec.get_scheme(*spec.split(":")[:1], **dict(kv.split("=") for kv in spec.split(":")[1:]))
         ref = fp4spec.quantize(xf, sch)
-        variants = ["rows", "rows2d"] if sch.element.name == "e2m1" else ["rows"]
-        for v in variants:
-            for br, w in ((128, 4), (256, 4), (512, 8)):
-                o = trb.quantize_packed(xt, sch, variant=v, BM=br, num_warps=w)
-                n += 1
-                if not (np.array_equal(o["packed"].cpu().numpy(), ref.pack()) and np.array_equal(o["scales"].cpu().numpy(), ref.scales)):
-                    failures.append(f"fast {v} {spec} BR={br}")
+        runs = [(None, None, None), ("rows", 256, 4)]
+        if sch.element.name == "e2m1":
+            runs += [("tb", 64, 2), ("rows2d", None, None)]
+        for v, br, w in runs:
+            o = trb.quantize_packed(xt, sch, variant=v, BM=br, num_warps=w)
+            n += 1
+            if not (np.array_equal(o["packed"].cpu().numpy(), ref.pack()) and np.array_equal(o["scales"].cpu().numpy(), ref.scales)):
+                failures.append(f"fast {v or 'default'} {spec} BR={br}")
         o = trb.quantize_packed(xt, sch, scale_layout="cublas")
         n += 1
         if not np.array_equal(o["scales"].cpu().numpy(), to_blocked(ref.scales)):
             failures.append(f"cublas layout rows {spec}")
         refc = fp4spec.quantize(xf, sch, axis=0)
         pc, sc = moved_packed(refc)
-        for bc, w in ((128, 1), (256, 1), (512, 2), (1024, 4), (256, 4)):
-            o = trb.quantize_packed(xt, sch, axis=0, BN=bc, num_warps=w)
+        # columnwise: the default (cols3 for k = 16, 32) and v2 at its own tiles. (The v2 tiles
+        # given to cols3 -- e.g. 1024 columns x 4 warps -- put 32 blocks in a thread: minutes of
+        # compiling, the silent > 200 s of this section in two GPU sessions.)
+        for v, bc, w in ((None, None, None), ("cols3", 128, 4), ("cols", 512, 2), ("cols", 256, 1)):
+            o = trb.quantize_packed(xt, sch, axis=0, BN=bc, num_warps=w, variant=v)
             n += 1
             if not (np.array_equal(o["packed"].cpu().numpy(), pc) and np.array_equal(o["scales"].cpu().numpy(), sc)):
-                failures.append(f"fast cols {spec} BC={bc}")
+                failures.append(f"fast cols {v or 'default'} {spec} BC={bc}")
         o = trb.quantize_packed(xt, sch, axis=0, scale_layout="cublas")
         if not np.array_equal(o["scales"].cpu().numpy(), to_blocked(sc)):
             failures.append(f"cublas layout cols {spec}")
@@ -145,7 +165,7 @@ def check_fast(xt, failures):
         ref = fp4spec.quantize(xf, sch)
         pk, s = torch.from_numpy(ref.pack()).cuda(), torch.from_numpy(ref.scales).cuda()
         gs = None if ref.global_scale is None else float(ref.global_scale)
-        for br, w in ((128, 4), (256, 4), (512, 8)):
+        for br, w in ((None, None), (128, 4)):
             d = trb.dequantize_packed(pk, s, gs, sch, BM=br, num_warps=w)
             if not same_f32(d.cpu().numpy(), fp4spec.dequantize(ref)):
                 failures.append(f"fast dequantize {spec} BR={br}")
@@ -214,25 +234,43 @@ def check_rht(failures, shape=(256, 512)):
 
     n = 0
     # (spec, axis, rht) runs chosen to cover every scheme and both layouts while keeping the
-    # number of kernel compiles (each constexpr set is one; columnwise ~1-3 s, SR up to ~15 s) small
-    runs = [(spec, -1, rht) for spec in ("nvfp4", "ufp4", "nvint4", "mxfp4", "mxfp4:scale_rule=rceil",
-                                         "mxfp4:scale_rule=even") for rht in (te, sd)]
-    runs += [(spec, 0, te) for spec in ("nvfp4", "ufp4", "nvint4", "mxfp4", "mxfp4:scale_rule=rceil")]
+    # number of kernel compiles (each constexpr set is one; columnwise ~1-5 s with the fast
+    # encoder's fallback branch, SR up to ~15 s) small; the interpreter tests cover the rest
+    runs = [(spec, -1, rht) for spec in ("nvfp4", "mxfp4") for rht in (te, sd)]
+    runs += [(spec, -1, te) for spec in ("ufp4", "nvint4", "mxfp4:scale_rule=rceil", "mxfp4:scale_rule=even")]
+    runs += [(spec, 0, te) for spec in ("nvfp4", "nvint4", "mxfp4", "mxfp4:scale_rule=rceil")]
     runs += [("nvfp4", 0, sd), ("mxfp4", 0, sd)]
     saved = trb.RHT_BF16_CVT
     try:
         for cvt in (1, 2, 0):
+            log(f"check rht: bf16 rounding cvt={cvt}")
             trb.RHT_BF16_CVT = cvt
-            for spec, axis, rht in (runs if cvt == 1 else [("nvfp4", -1, te), ("nvfp4", 0, te), ("mxfp4", 0, te)]):
+            for spec, axis, rht in (runs if cvt == 1 else [("nvfp4", -1, te), ("mxfp4", 0, te)]):
                 cmp(f"{spec} axis={axis} {rht.out_dtype} cvt={cvt}",
                     trb.quantize_packed(xt, spec, axis=axis, rht=rht), ref(spec, rht, axis))
                 n += 1
     finally:
         trb.RHT_BF16_CVT = saved
+    # the fast E2M1 encoder alone (no per-program fallback) where it must be exact: finite
+    # values below 2^12 (TE multipliers >= 2^-16, no MX NaN scales)
+    log("check rht: fast encoder without its fallback")
+    fin = np.where(np.isfinite(xf) & (np.abs(xf) < 4096), xf, np.float32(3.0))
+    fin_t = torch.from_numpy(fin).to(torch.bfloat16).cuda()
+    fin = fin_t.float().cpu().numpy()
+    saved = trb.FAST_EXACT_FALLBACK
+    try:
+        trb.FAST_EXACT_FALLBACK = False
+        for spec, axis in (("nvfp4", -1), ("mxfp4", -1), ("nvfp4", 0), ("mxfp4", 0)):
+            want = moved_packed(fp4spec.quantize(te.apply(fin, axis=axis).astype(np.float32), spec, axis=axis))
+            cmp(f"{spec} axis={axis} fast encoder alone", trb.quantize_packed(fin_t, spec, axis=axis, rht=te), want)
+            n += 1
+    finally:
+        trb.FAST_EXACT_FALLBACK = saved
+    log("check rht: SR, cuBLAS layout, unfused, RHT + amax")
     rb = trb.philox_rbits(31, xf.shape, 8)
     rb2 = np.random.default_rng(4).integers(0, 1 << 24, size=xf.shape).astype(np.uint32)
     rb2_t = torch.from_numpy(rb2.view(np.int32)).cuda()
-    for spec, axis in (("nvfp4", -1), ("nvfp4", 0), ("ufp4", 0)):  # (MX SR, k = 32: interpreter tests)
+    for spec, axis in (("nvfp4", -1), ("nvfp4", 0)):  # (MX SR, k = 32: interpreter tests)
         cmp(f"{spec} axis={axis} sr philox", trb.quantize_packed(xt, spec, axis=axis, rht=te, rounding="sr", seed=31),
             ref(spec, te, axis, rounding="sr", rbits=rb))
         n += 1
@@ -241,7 +279,7 @@ def check_rht(failures, shape=(256, 512)):
                                                                  rbits=rb2_t),
             ref(spec, sd, axis, rounding="sr", rbits=rb2, sr_bits=24))
         n += 1
-    for spec, axis in (("nvfp4", -1), ("nvfp4", 0), ("mxfp4", 0)):
+    for spec, axis in (("nvfp4", -1), ("mxfp4", 0)):
         cmp(f"{spec} axis={axis} cublas", trb.quantize_packed(xt, spec, axis=axis, rht=te, scale_layout="cublas"),
             ref(spec, te, axis))
         n += 1
@@ -294,8 +332,19 @@ def check_rht_full(x, failures):
     torch.cuda.empty_cache()
 
 
+def timed(rows, name, fn, nbytes, T):
+    """Time fn, append (name, seconds, bytes) to rows and print the row at once."""
+    t = T(fn)
+    rows.append((name, t, nbytes))
+    log(f"  {name:<52} {t * 1e3:8.3f} ms")
+    return t
+
+
 def time_rht(x, T, rows, q_nv, q_mx, ne):
-    """Fused RHT + quantize next to plain quantize (tensor scale given for NVFP4), ratios."""
+    """Fused RHT + quantize next to the default plain quantize_packed calls (whole calls:
+    rowwise tb, columnwise cols3; tensor scale given for NVFP4, and with the amax pass), the
+    ratios fused / plain, a few variants (bf16 roundings, float32 output, tiles). About 15
+    compiles."""
     from fp4spec.rht import RHT
 
     te, sd32 = RHT.te(), RHT.from_seed(5, out_dtype="float32")
@@ -305,33 +354,44 @@ def time_rht(x, T, rows, q_nv, q_mx, ne):
     sed_r = tb.tensor_scale(trb.rht_global_amax(x, n, n, n, 1, trb.rht_params(te)), nv)
     sed_c = tb.tensor_scale(trb.rht_global_amax(x, n, n, 1, n, trb.rht_params(te)), nv)
     ratios = []
+    log("time rht: plain (default quantize_packed) vs fused RHT + quantize")
     for spec, nb in (("nvfp4", q_nv), ("mxfp4", q_mx)):
         for axis, tag in ((-1, "rowwise"), (0, "columnwise")):
             kw = {"s_enc_dec": sed} if spec == "nvfp4" else {}
             kr = {"s_enc_dec": sed_r if axis == -1 else sed_c} if spec == "nvfp4" else {}
-            tp = T(lambda: trb.quantize_packed(x, spec, axis=axis, **kw))
-            tf = T(lambda: trb.quantize_packed(x, spec, axis=axis, rht=te, **kr))
-            rows.append((f"{spec} {tag} plain" + (" (given)" if kw else ""), tp, nb))
-            rows.append((f"{spec} {tag} RHT(te)+quantize" + (" (given)" if kr else ""), tf, nb))
+            plain = "tb" if axis == -1 else "cols3"
+            tp = timed(rows, f"{spec} {tag} plain ({plain})" + (" (given)" if kw else ""),
+                       lambda: trb.quantize_packed(x, spec, axis=axis, **kw), nb, T)
+            tf = timed(rows, f"{spec} {tag} RHT(te)+quantize" + (" (given)" if kr else ""),
+                       lambda: trb.quantize_packed(x, spec, axis=axis, rht=te, **kr), nb, T)
             ratios.append((f"{spec} {tag}", tf / tp))
+    log("time rht: incl. the amax passes")
+    tp = timed(rows, "nvfp4 rowwise plain (tb) incl. amax pass", lambda: trb.quantize_packed(x, nv), q_nv, T)
+    tf = timed(rows, "nvfp4 rowwise RHT incl. RHT+amax pass", lambda: trb.quantize_packed(x, nv, rht=te), q_nv, T)
+    ratios.append(("nvfp4 rowwise, amax incl.", tf / tp))
+    tp = timed(rows, "nvfp4 columnwise plain incl. amax pass", lambda: trb.quantize_packed(x, nv, axis=0), q_nv, T)
+    tf = timed(rows, "nvfp4 columnwise RHT incl. RHT+amax pass", lambda: trb.quantize_packed(x, nv, axis=0, rht=te),
+               q_nv, T)
+    ratios.append(("nvfp4 columnwise, amax incl.", tf / tp))
+    timed(rows, "amax pass alone", lambda: trb.global_amax(x, n, n, n, 1), 2 * ne, T)
+    timed(rows, "RHT+amax pass rowwise", lambda: trb.rht_global_amax(x, n, n, n, 1, trb.rht_params(te)), 2 * ne, T)
+    timed(rows, "RHT+amax pass columnwise", lambda: trb.rht_global_amax(x, n, n, 1, n, trb.rht_params(te)), 2 * ne, T)
+    log("time rht: variants")
     saved = trb.RHT_BF16_CVT
     try:
-        for cvt in (0, 1, 2):
+        for cvt in (0, 2):
             trb.RHT_BF16_CVT = cvt
-            rows.append((f"nvfp4 rowwise RHT bf16 cvt={cvt} (given)", T(lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r)), q_nv))
-            rows.append((f"mxfp4 columnwise RHT bf16 cvt={cvt}", T(lambda: trb.quantize_packed(x, "mxfp4", axis=0, rht=te)), q_mx))
+            timed(rows, f"nvfp4 rowwise RHT bf16 cvt={cvt} (given)",
+                  lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r), q_nv, T)
+        timed(rows, "mxfp4 columnwise RHT bf16 cvt=2", lambda: trb.quantize_packed(x, "mxfp4", axis=0, rht=te), q_mx, T)
     finally:
         trb.RHT_BF16_CVT = saved
-    rows.append(("nvfp4 rowwise RHT fp32 out (given)", T(lambda: trb.quantize_packed(x, nv, rht=sd32, s_enc_dec=sed_r)), q_nv))
-    rows.append(("nvfp4 rowwise RHT incl. RHT+amax pass", T(lambda: trb.quantize_packed(x, nv, rht=te)), q_nv))
-    rows.append(("nvfp4 columnwise RHT incl. RHT+amax pass", T(lambda: trb.quantize_packed(x, nv, axis=0, rht=te)), q_nv))
-    rows.append(("amax pass alone", T(lambda: trb.global_amax(x, n, n, n, 1)), 2 * ne))
-    rows.append(("RHT+amax pass rowwise", T(lambda: trb.rht_global_amax(x, n, n, n, 1, trb.rht_params(te))), 2 * ne))
-    rows.append(("RHT+amax pass columnwise", T(lambda: trb.rht_global_amax(x, n, n, 1, n, trb.rht_params(te))), 2 * ne))
-    rows.append(("nvfp4 rowwise RHT unfused (given)", T(lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r, variant="unfused")), q_nv))
-    for br, w in ((256, 4), (256, 8), (1024, 8)):
-        rows.append((f"nvfp4 rowwise RHT BR={br} w={w} (given)", T(lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r, BM=br, num_warps=w)), q_nv))
-        rows.append((f"mxfp4 rowwise RHT BR={br} w={w}", T(lambda: trb.quantize_packed(x, "mxfp4", rht=te, BM=br, num_warps=w)), q_mx))
+    timed(rows, "nvfp4 rowwise RHT fp32 out (given)", lambda: trb.quantize_packed(x, nv, rht=sd32, s_enc_dec=sed_r), q_nv, T)
+    timed(rows, "nvfp4 rowwise RHT unfused (given)",
+          lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r, variant="unfused"), q_nv, T)
+    for br, w in ((128, 4), (512, 8)):
+        timed(rows, f"nvfp4 rowwise RHT BR={br} w={w} (given)",
+              lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r, BM=br, num_warps=w), q_nv, T)
     return ratios
 
 
@@ -351,16 +411,21 @@ def check_cols_full(x, failures):
 
 
 def time_cols(x, T, rows, q_nv, q_mx):
-    """Columnwise v2 vs v3, and a v3 tile sweep."""
+    """Columnwise v2 vs v3, and a v3 tile sweep (tiles of at most 8 blocks per thread)."""
     n = x.shape[0]
     sed = tb.tensor_scale(trb.global_amax(x, n, n, n, 1), fp4spec.get_scheme("nvfp4"))
     for spec, kw, nb in (("nvfp4", {"s_enc_dec": sed}, q_nv), ("mxfp4", {}, q_mx)):
-        rows.append((f"{spec} columnwise v2 (cols)", T(lambda: trb.quantize_packed(x, spec, axis=0, variant="cols", **kw)), nb))
-        rows.append((f"{spec} columnwise v3 (cols3, default)", T(lambda: trb.quantize_packed(x, spec, axis=0, variant="cols3", **kw)), nb))
-        for bc, w, blocks in ((128, 4, None), (256, 8, None), (512, 8, None), (256, 4, 1)):
-            rows.append((f"{spec} cols3 BC={bc} w={w} NB={blocks or 'dflt'}",
-                         T(lambda: trb.quantize_packed(x, spec, axis=0, variant="cols3", BN=bc, BM=blocks, num_warps=w, **kw)), nb))
-    rows.append(("nvfp4 rowwise (reference)", T(lambda: trb.quantize_packed(x, "nvfp4", **{"s_enc_dec": sed})), q_nv))
+        log(f"time cols {spec}")
+        timed(rows, f"{spec} columnwise v2 (cols)", lambda: trb.quantize_packed(x, spec, axis=0, variant="cols", **kw), nb, T)
+        cfg = trb.COLS3_CFG[fp4spec.get_scheme(spec).block_size]
+        timed(rows, f"{spec} columnwise v3 (cols3 default {cfg[0]}/{cfg[1]}/{cfg[2]})",
+              lambda: trb.quantize_packed(x, spec, axis=0, variant="cols3", **kw), nb, T)
+        for bc, w, blocks in ((128, 4, None), (256, 4, None), (256, 8, None), (256, 4, 1)):
+            if (bc, w) == cfg[:2] and blocks is None:
+                continue
+            timed(rows, f"{spec} cols3 BC={bc} w={w} NB={blocks or 'dflt'}",
+                  lambda: trb.quantize_packed(x, spec, axis=0, variant="cols3", BN=bc, BM=blocks, num_warps=w, **kw), nb, T)
+    timed(rows, "nvfp4 rowwise (default, reference)", lambda: trb.quantize_packed(x, "nvfp4", s_enc_dec=sed), q_nv, T)
 
 
 def same_f32(a, b) -> bool:
@@ -439,24 +504,27 @@ def main():
     if args.no_check:
         only.discard("check")
     failures = []
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {trb.triton.__version__}")
-    t_start = time.time()
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {trb.triton.__version__}",
+          flush=True)
+    log(f"sections: {', '.join(s for s in SECTIONS if s in only)}")
     if "check" in only:
         check(failures)
-        print(f"  [{time.time() - t_start:.0f} s]")
     if "rht" in only:
         nr = check_rht(failures)
-        print(f"rht emulator checks: {nr} comparisons, {len(failures)} failures so far  [{time.time() - t_start:.0f} s]")
+        log(f"rht emulator checks: {nr} comparisons, {len(failures)} failures so far")
     n = args.size
     x = torch.randn(n, n, device="cuda").to(torch.bfloat16)
     ne = n * n
     if "full" in only:
+        log("full-tensor checks: triton == torch, fast paths == v1")
         full_checks(x, n, failures)
     if "rht" in only:
+        log("full-tensor checks: fused RHT == unfused, RHT + amax")
         check_rht_full(x, failures)
     if "cols" in only:
+        log("full-tensor checks: cols3 == cols")
         check_cols_full(x, failures)
-    print(f"full-tensor checks done, {len(failures)} failures so far  [{time.time() - t_start:.0f} s]")
+    log(f"full-tensor checks done, {len(failures)} failures so far")
     y = torch.empty_like(x)
     rows = []
     # Baselines: cudaMemcpy D2D timed with events (no graph: a memcpy node in a graph runs
@@ -468,6 +536,8 @@ def main():
     bw_copy = 4 * ne / t_copy
     rows.append(("copy bf16: cudaMemcpy D2D (events)", t_memcpy, 4 * ne))
     rows.append(("copy bf16: elementwise kernel (graph)", t_kcopy, 4 * ne))
+    log(f"copy: cudaMemcpy {t_memcpy * 1e3:.3f} ms, elementwise kernel {t_kcopy * 1e3:.3f} ms "
+        f"({bw_copy / 1e12:.2f} TB/s, the '% copy' denominator)")
     del y
     q_nv = 2 * ne + ne // 2 + ne // 16
     q_mx = 2 * ne + ne // 2 + ne // 32
@@ -488,20 +558,20 @@ def main():
         except Exception as exc:  # noqa: BLE001
             print(f"torchao: not benchmarked ({type(exc).__name__}: {str(exc)[:100]})")
 
-    print(f"\n{'kernel':<46} {'ms':>8} {'TB/s':>7} {'% copy':>7}")
+    print(f"\n{'kernel':<56} {'ms':>8} {'TB/s':>7} {'% copy':>7}")
     for name, t, nbytes in rows:
         bw = nbytes / t
-        print(f"{name:<46} {t * 1e3:8.3f} {bw / 1e12:7.2f} {100 * bw / bw_copy:6.1f}%")
+        print(f"{name:<56} {t * 1e3:8.3f} {bw / 1e12:7.2f} {100 * bw / bw_copy:6.1f}%")
     if ratios:
-        print("\nfused RHT + quantize / plain quantize (target <= 1.05):")
+        print("\nfused RHT + quantize / plain quantize_packed, whole calls (target <= 1.05):")
         for name, r in ratios:
-            print(f"  {name:<24} {r:6.3f}" + ("" if r <= 1.05 else "  (above target)"))
+            print(f"  {name:<30} {r:6.3f}" + ("" if r <= 1.05 else "  (above target)"))
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, "bench_gpu_quantize.json"), "w") as fh:
             json.dump({"rows": [(nm, t, b) for nm, t, b in rows], "ratios": ratios, "failures": failures,
                        "copy_bw": bw_copy, "size": n}, fh, indent=1)
-    print(f"[total {time.time() - t_start:.0f} s]")
+    log("total")
     if failures:
         print(f"\nBIT-EXACTNESS FAILURES ({len(failures)}):\n  " + "\n  ".join(failures[:40]))
         sys.exit(1)

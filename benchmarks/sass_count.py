@@ -74,7 +74,7 @@ SIG_COLS = dict(x_ptr="*i16", q_ptr="*i64", s_ptr="*i32", r_ptr="*fp32", thr_ptr
 SIG_TB = dict(x_ptr="*i32", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NBLK="i32")
 
 
-def _rht(signs=0xD7E8, cvt=1):
+def _rht(signs=-1, cvt=1):
     return dict(SIGNS=signs, OUT_BF16=True, BF16_CVT=cvt)
 
 
@@ -88,8 +88,9 @@ def configs():
     for spec in ("nvfp4", "mxfp4"):
         K = 16 if spec == "nvfp4" else 32
         # fused RHT rowwise (quantize_packed's defaults: BR=512, 8 warps)
-        for signs, tag, slow in ((0xD7E8, "te", True), (0xD7E8, "te (no fallback)", False),
-                                 (-1, "runtime signs (no fallback)", False)):
+        # TE's mask goes in at run time (RHT_CONST_SIGNS); compiled in only for comparison
+        for signs, tag, slow in ((-1, "te", True), (-1, "te (no fallback)", False),
+                                 (0xD7E8, "te compiled-in (no fallback)", False)):
             for br, w in RHT_TILES:
                 c = dict(BR=br, K=K, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, **SCHEME[spec], **ELEM,
                          **_rht(signs))
