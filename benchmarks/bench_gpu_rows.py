@@ -5,8 +5,8 @@
      pattern (2^32 values, one kernel);
    * every variant against the numpy emulator on a small adversarial bf16 tensor (ties after
      scaling, tiny/huge/subnormal blocks, zeros and -0, NaN/Inf) and on every bf16 pattern;
-   * every variant against ``triton_backend.quantize_packed`` on the full N x N tensor (nvfp4
-     with the tensor scale given, mxfp4 floor and rceil).
+   * every variant against ``triton_backend.quantize_packed``'s v2 kernels on the full N x N
+     tensor (nvfp4 with the tensor scale given, mxfp4 floor and rceil).
 2. Timing (CUDA-graph replay of 10 calls, median of --iters replays, as
    bench_gpu_quantize.py): an elementwise bf16 copy kernel (the denominator of "% copy"), the
    current kernels through quantize_packed, each variant x a few tiles. "kernel" rows launch
@@ -144,17 +144,17 @@ def check_full(x, sed, configs, failures):
     for spec in ("nvfp4", "mxfp4", "mxfp4:scale_rule=rceil"):
         sch = _scheme(spec)
         kw = {"s_enc_dec": sed} if sch.structure == "two_level" else {}
-        ref = trb.quantize_packed(x, sch, **kw)
+        ref = trb.quantize_packed(x, sch, variant="rows" if sch.structure == "two_level" else "rows2d", **kw)  # v2
         cfgs = configs if spec != "mxfp4:scale_rule=rceil" else [(v, None, None, None) for v in rf.VARIANTS]
         for v, br, w, pps in cfgs:
             o = rf.quantize_rows_fast(x, sch, variant=v, BR=br, num_warps=w, programs_per_sm=pps, **kw)
             n += 1
             if not (torch.equal(o["packed"], ref["packed"]) and torch.equal(o["scales"], ref["scales"])):
-                failures.append(f"full {tuple(x.shape)} {spec} {v} BR={br} w={w} != quantize_packed")
+                failures.append(f"full {tuple(x.shape)} {spec} {v} BR={br} w={w} != quantize_packed v2")
             del o
         del ref
     torch.cuda.empty_cache()
-    print(f"full-tensor checks: {n} comparisons against quantize_packed, {len(failures)} failures so far")
+    print(f"full-tensor checks: {n} comparisons against quantize_packed's v2 kernels, {len(failures)} failures so far")
 
 
 # -- 2. timing ----------------------------------------------------------------------------------
@@ -249,7 +249,10 @@ def main():
     T = lambda f: cuda_time(f, args.iters)  # noqa: E731
     for spec, kw in (("nvfp4", {"s_enc_dec": sed}), ("mxfp4", {})):
         cfg = trb.ROWS_CFG["two_level" if spec == "nvfp4" else "mx"]
-        rows.append((f"{spec} current quantize_packed ({cfg[0]} {cfg[1]}/{cfg[2]}) call", T(lambda: trb.quantize_packed(x, spec, **kw)), q[spec], None))
+        rows.append((f"{spec} quantize_packed v2 ({cfg[0]} {cfg[1]}/{cfg[2]}) call",
+                     T(lambda: trb.quantize_packed(x, spec, variant=cfg[0], **kw)), q[spec], None))
+        rows.append((f"{spec} quantize_packed default (tb {trb.TB_BR}/{trb.TB_WARPS}) call",
+                     T(lambda: trb.quantize_packed(x, spec, **kw)), q[spec], None))
         for v, br, w, pps in configs:
             _, launch = rf.quantize_rows_fast(x, spec, variant=v, BR=br, num_warps=w, programs_per_sm=pps,
                                               return_launcher=True, **kw)
