@@ -176,9 +176,11 @@ VARIANTS = (None, "tb", "rows", "rows2d", "cols", "cols3", "unfused", "v1")
 COLS_BC, COLS_WARPS, COLS_BANDS = 512, 2, 8
 #: Columnwise v3 (``quantize_cols3_kernel``): block size -> (columns per program, warps,
 #: blocks per program: 32 code bytes per column); the default columnwise kernel for
-#: k = 16, 32 is COLS_VARIANT ("cols": v2). k = 32 at 128 columns: with the fast encoder's
-#: fallback branch 256 columns need > 255 registers (spills) for mxfp4 (sm_90, offline count).
-COLS3_CFG = {16: (256, 4, 4), 32: (128, 4, 2)}
+#: k = 16, 32 is COLS_VARIANT. k = 32 at 128 columns: with the fast encoder's fallback branch
+#: 256 columns need > 255 registers (spills) for mxfp4 (sm_90, offline count). H200,
+#: 16384^2 bf16 (benchmarks/RESULTS.md): nvfp4 128/4/4 0.687 ms vs 256/4/4 0.853 ms (v2: 0.795);
+#: mxfp4 128/4/2 0.240 ms (v2: 0.997).
+COLS3_CFG = {16: (128, 4, 4), 32: (128, 4, 2)}
 #: ... for SR and non-E2M1 elements (the generic encoder: more registers, longer compiles).
 COLS3_GENERIC = (128, 4, 1)
 COLS_VARIANT = "cols3"

@@ -294,7 +294,10 @@ def check_rht(failures, shape=(256, 512)):
             r, c = finite.shape
             M, N, sxm, sxn = (r, c, c, 1) if axis == -1 else (c, r, 1, c)
             got = trb.rht_global_amax(finite, M, N, sxm, sxn, trb.rht_params(rht))
-            if np.float32(got.cpu()).view(np.uint32) != want.view(np.uint32):
+            got = np.float32(got.cpu())
+            # a NaN amax (Inf - Inf inside the butterfly) is any NaN: its payload is the
+            # platform's (x86 0x7FC00000, CUDA 0x7FFFFFFF) and only "NaN" enters S_enc = 1
+            if not (np.isnan(got) and np.isnan(want)) and got.view(np.uint32) != want.view(np.uint32):
                 failures.append(f"rht amax {rht.out_dtype} axis={axis}")
             n += 1
     return n
