@@ -4,15 +4,17 @@ Registered through the ``pytest11`` entry point, so it is loaded by every pytest
 environment where fp4spec is installed. Without ``--fp4spec-backend`` it only adds its
 options and does nothing else (no imports beyond this module, no tests added).
 
-With the option, one test item per (property, scheme, rounding) -- the rows of
-``fp4spec conform`` -- is appended to the session, named
-``fp4spec_conform[<property>-<scheme>-<rounding>]`` (a ``:`` in a scheme spec appears as
-``+``), so ``-k``, ``-x`` and ``--junitxml`` work as usual. A departure fails its item with
-the counterexample; a property that does not apply is skipped with the reason.
+With the option, one test item per row of ``fp4spec conform`` is appended to the session:
+per (property, scheme, rounding), named ``fp4spec_conform[<property>-<scheme>-<rounding>]``,
+and, for a backend that claims ``matmul``, per (GEMM case family, accumulator model), named
+``fp4spec_conform[matmul.<family>-<schemes>-acc=<model>]`` (a ``:`` in a scheme spec appears
+as ``+``), so ``-k``, ``-x`` and ``--junitxml`` work as usual. A departure fails its item
+with the counterexample; a row that does not apply is skipped with the reason.
 
-Options: ``--fp4spec-backend`` (required to activate), ``--fp4spec-scheme`` and
-``--fp4spec-rounding`` and ``--fp4spec-property`` (repeatable), ``--fp4spec-max-examples``,
-``--fp4spec-seed``.
+Options: ``--fp4spec-backend`` (required to activate), ``--fp4spec-scheme``,
+``--fp4spec-rounding``, ``--fp4spec-property`` (``matmul`` or ``matmul/<family>`` selects
+GEMM rows) and ``--fp4spec-accumulator`` (repeatable), ``--fp4spec-max-examples``,
+``--fp4spec-matmul-max-examples`` (0 skips the GEMM rows), ``--fp4spec-seed``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ def pytest_addoption(parser):
                     help="conformance property to check (repeatable; default: all)")
     group.addoption("--fp4spec-max-examples", action="store", type=int, default=None, metavar="N",
                     help="hypothesis examples per property, scheme and rounding (default: as fp4spec conform)")
+    group.addoption("--fp4spec-accumulator", action="append", default=None, metavar="ACC",
+                    help="accumulator model for the GEMM rows (repeatable; default: every model claimed)")
+    group.addoption("--fp4spec-matmul-max-examples", action="store", type=int, default=None, metavar="N",
+                    help="hypothesis examples (whole GEMMs) per GEMM row (default: as fp4spec conform; 0 skips)")
     group.addoption("--fp4spec-seed", action="store", type=int, default=None, metavar="N",
                     help="conformance run seed (default: as fp4spec conform)")
 
@@ -70,6 +76,30 @@ class ConformanceItem(pytest.Item):
         return self.path, None, f"fp4spec conformance: {self.name}"
 
 
+class MatmulConformanceItem(ConformanceItem):
+    """One GEMM row: a case family under one accumulator model (``prop`` is the MatmulItem)."""
+
+    def runtest(self):
+        from fp4spec.conformance.report import ERROR, FAIL, SKIP
+        from fp4spec.conformance.runner import run_matmul_row
+
+        item = self.prop
+        res = run_matmul_row(self.state["env"].backend, item, max_examples=self.state["matmul_max_examples"],
+                             seed=self.state["seed"])
+        if res.status == SKIP:
+            pytest.skip(res.reason)
+        if res.status in (FAIL, ERROR):
+            lines = [f"{res.property} / {res.scheme} / {res.rounding}: {res.status}"]
+            lines += res.counterexample.lines() if res.counterexample else [res.reason]
+            lines.append(f"reproduce: fp4spec conform --backend {self.state['backend_spec']} --property "
+                         f"{res.property} --accumulator {item.accumulator} --seed {self.state['seed']}")
+            raise ConformanceDeparture("\n".join(lines))
+
+
+def _matmul_item_name(item) -> str:
+    return f"fp4spec_conform[{item.name.replace('/', '.')}-{item.spec.replace(':', '+')}-{item.rounding}]"
+
+
 def _item_name(prop, target) -> str:
     return f"fp4spec_conform[{prop.name}-{target.spec.replace(':', '+')}-{target.rounding}]"
 
@@ -81,22 +111,30 @@ def pytest_collection_modifyitems(session, config, items):
         return
     from fp4spec.backends import BackendError, as_availability, get_backend
     from fp4spec.conformance.properties import Env
-    from fp4spec.conformance.runner import DEFAULT_MAX_EXAMPLES, DEFAULT_SEED, plan
+    from fp4spec.conformance.runner import (DEFAULT_MATMUL_MAX_EXAMPLES, DEFAULT_MAX_EXAMPLES, DEFAULT_SEED, plan,
+                                            plan_matmul, split_properties)
 
     try:
         backend = get_backend(spec)
         avail = as_availability(backend.is_available())
         caps = backend.capabilities() if avail else None
-        pairs = [] if not avail else plan(
-            backend, caps, schemes=config.getoption("--fp4spec-scheme"),
-            rounding=config.getoption("--fp4spec-rounding"), properties=config.getoption("--fp4spec-property"),
-            sr_bits=8 if 8 in caps.sr_bits else caps.sr_bits[0])
+        pairs, mm_items = [], []
+        if avail:
+            schemes = config.getoption("--fp4spec-scheme")
+            quantize_props, families = split_properties(config.getoption("--fp4spec-property"))
+            if quantize_props is None or quantize_props:  # [] : only GEMM rows were asked for
+                pairs = plan(backend, caps, schemes=schemes, rounding=config.getoption("--fp4spec-rounding"),
+                             properties=quantize_props, sr_bits=8 if 8 in caps.sr_bits else caps.sr_bits[0])
+            mm_items = plan_matmul(backend, caps, schemes=schemes,
+                                   accumulators=config.getoption("--fp4spec-accumulator"), families=families)
     except BackendError as exc:
         raise pytest.UsageError(f"--fp4spec-backend {spec}: {exc}") from None
     max_examples = config.getoption("--fp4spec-max-examples")
     seed = config.getoption("--fp4spec-seed")
     state = {"env": Env(backend, get_backend("numpy"), caps) if avail else None, "backend_spec": spec,
              "max_examples": DEFAULT_MAX_EXAMPLES if max_examples is None else max_examples,
+             "matmul_max_examples": (DEFAULT_MATMUL_MAX_EXAMPLES if config.getoption("--fp4spec-matmul-max-examples")
+                                     is None else config.getoption("--fp4spec-matmul-max-examples")),
              "seed": DEFAULT_SEED if seed is None else seed}
     if not avail:
         items.append(_Unavailable.from_parent(session, name=f"fp4spec_conform[{backend.name}-unavailable]",
@@ -105,6 +143,9 @@ def pytest_collection_modifyitems(session, config, items):
     for prop, target in pairs:
         items.append(ConformanceItem.from_parent(session, name=_item_name(prop, target), prop=prop, target=target,
                                                  session_state=state))
+    for item in mm_items:
+        items.append(MatmulConformanceItem.from_parent(session, name=_matmul_item_name(item), prop=item, target=None,
+                                                       session_state=state))
 
 
 class _Unavailable(pytest.Item):

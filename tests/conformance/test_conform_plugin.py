@@ -39,6 +39,29 @@ def test_plugin_passes_numpy_and_rejects_bad_backends(tmp_path):
     proc = _pytest(tmp_path, "--fp4spec-backend", "numpy", "--fp4spec-scheme", "mxfp4:scale_rule=rceil",
                    "--fp4spec-rounding", "rne", "--fp4spec-max-examples", "1")
     assert proc.returncode == 0, proc.stdout[-2000:]
-    assert "12 passed" in proc.stdout  # 9 properties (rht included) + packing + scale_layout + test_plain
+    # 9 properties (rht included) + packing + scale_layout + test_plain, and the GEMM rows the
+    # numpy backend claims: 7 case families x 6 accumulator models (mxfp4 operands)
+    assert "54 passed" in proc.stdout
     proc = _pytest(tmp_path, "--fp4spec-backend", "no.such:Thing")
     assert proc.returncode == 4 and "cannot import module 'no.such'" in proc.stderr
+
+
+def test_plugin_gemm_rows_pass_for_numpy_and_catch_a_planted_gemm_defect(tmp_path):
+    proc = _pytest(tmp_path, "--fp4spec-backend", "numpy", "--fp4spec-property", "matmul/truncation",
+                   "--fp4spec-property", "matmul/random", "--fp4spec-accumulator", "sm100-mxf4nvf4",
+                   "--fp4spec-matmul-max-examples", "2")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "PASSED ::fp4spec_conform[matmul.truncation-mxfp4,nvfp4-acc=sm100-mxf4nvf4]" in proc.stdout
+    assert "3 passed" in proc.stdout  # two GEMM rows + test_plain, no quantize rows
+    proc = _pytest(tmp_path, "--fp4spec-backend", "tests.conformance.defects:Truncate34Gemm",
+                   "--fp4spec-property", "matmul/truncation", "--fp4spec-matmul-max-examples", "2")
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert "FAILED ::fp4spec_conform[matmul.truncation-" in proc.stdout
+    assert "reproduce: fp4spec conform" in proc.stdout and "--accumulator" in proc.stdout
+
+
+def test_plugin_gemm_rows_skip_with_zero_examples(tmp_path):
+    proc = _pytest(tmp_path, "--fp4spec-backend", "numpy", "--fp4spec-property", "matmul/random",
+                   "--fp4spec-accumulator", "exact", "--fp4spec-matmul-max-examples", "0")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "1 passed, 1 skipped" in proc.stdout
