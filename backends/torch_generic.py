@@ -18,9 +18,10 @@ Tensors stay on x's device.
 * :func:`hif4_quantize`, :func:`hif4_dequantize` -- :mod:`fp4spec.emulator.hif4` step for
   step, in its float32 or float64 arithmetic (``arith``).
 
-One choice the emulator makes through its host (see :data:`HOST_INVALID_NAN_NEGATIVE`): the
-sign of the NaN that ``Inf * 0`` produces, which decides the NaN code (0x7F or 0xFF) of an
-infinite element in a NaN-scale MXFP8 block.
+A NaN-scale MX block multiplies its elements by 0, and the sign of the NaN that ``Inf * 0``
+gives is the platform's (x86 -NaN, CUDA and ARM +NaN); the specification pins it to x's sign
+bit (:func:`fp4spec.scaling.mx_scaled_element` step 4), so the NaN codes of MXFP8 elements are
+the same on every device.
 """
 
 from __future__ import annotations
@@ -69,20 +70,6 @@ def _tb():
     from . import torch_backend
 
     return torch_backend
-
-
-def _host_invalid_nan_negative() -> bool:
-    with np.errstate(invalid="ignore"):
-        return bool(np.signbit(np.array([np.inf], np.float32) * np.float32(0.0))[0])
-
-
-#: Sign bit of the NaN that an invalid float32 operation (``Inf * 0``) gives in the numpy
-#: emulator on this host: IEEE 754 leaves it open; x86 gives -NaN (True), ARM and CUDA +NaN.
-#: The MX step ``y = x * 0`` of a NaN-scale block makes such NaNs from infinite elements
-#: (a NaN element keeps its own sign on every host), and the element formats with NaN
-#: (E4M3, E5M2) encode the sign. :func:`quantize_mx_blocks` applies this host's choice on
-#: every device, so its codes equal the emulator's here.
-HOST_INVALID_NAN_NEGATIVE = _host_invalid_nan_negative()
 
 
 # -- element encoding: any format x any rounding mode ---------------------------------------------
@@ -314,7 +301,7 @@ def quantize_mx_blocks(xb, scheme, rounding: str = "rne", rbits=None, sr_bits: i
        0 for a NaN scale.
     5. ``y = fp32(x * multiplier)``; codes = :func:`encode_elements` (saturate; NaN: the
        element's NaN, +0 where it has none). A NaN ``y`` (x NaN, or x = +-Inf times 0) takes
-       x's sign bit if x is NaN, else :data:`HOST_INVALID_NAN_NEGATIVE`.
+       x's sign bit, as the specification asks (not the device's sign of ``Inf * 0``).
     """
     from fp4spec.scaling import element_nan_policy
 
@@ -332,10 +319,8 @@ def quantize_mx_blocks(xb, scheme, rounding: str = "rne", rbits=None, sr_bits: i
     mult = torch.where(nan_scale, torch.zeros_like(amax), tb.pow2_f32(shift))
     y = xb * mult.unsqueeze(-1)
     el = scheme.element
-    nan_negative = None
-    if el.has_nan:  # the NaN's sign is a code bit: pin it instead of taking the device's
-        nan_negative = torch.where(torch.isnan(xb), torch.signbit(xb),
-                                   torch.full_like(torch.signbit(xb), HOST_INVALID_NAN_NEGATIVE))
+    # the NaN's sign is a code bit: x's (a NaN y comes only from a NaN or +-Inf x), not the device's
+    nan_negative = torch.signbit(xb) if el.has_nan else None
     codes = encode_elements(y, el, rounding, rbits, sr_bits, overflow="saturate", nan=element_nan_policy(el),
                             nan_negative=nan_negative)
     return codes, scale_codes
@@ -546,6 +531,6 @@ def mx_scheme_specs() -> tuple[str, ...]:
     return tuple(n if r == "floor" else f"{n}:scale_rule={r}" for n in MX_SCHEMES for r in MX_RULES)
 
 
-__all__ = ["HOST_INVALID_NAN_NEGATIVE", "MX_RULES", "MX_SCHEMES", "ROUNDINGS", "SidePlan", "bf16_rne",
+__all__ = ["MX_RULES", "MX_SCHEMES", "ROUNDINGS", "SidePlan", "bf16_rne",
            "dequantize_mx_blocks", "e6m2_encode", "encode_elements", "hif4_dequantize", "hif4_quantize",
            "magnitude_index", "mx_scheme_specs", "pow2_f64", "quantize_mx_blocks", "side_plan"]

@@ -135,6 +135,8 @@ def _quantize_mx_chunk(xb, scheme: Scheme, rounding, rbits, sr_bits):
     mult[nan_scale] = 0.0
     with np.errstate(invalid="ignore", over="ignore"):
         y = xb * mult[..., None]
+    if scheme.element.has_nan:  # a NaN y (x NaN or +-Inf, NaN scale) takes x's sign, not the host's
+        y = np.where(np.isnan(y), np.copysign(F32(np.nan), xb), y)
     codes = encode(y, scheme.element, rounding, rbits=rbits, sr_bits=sr_bits, overflow="saturate",
                    nan=element_nan_policy(scheme.element))
     return codes, scale_codes

@@ -137,23 +137,32 @@ def mx_scale_code(e: int | None) -> int:
 def mx_scaled_element(x, e: int | None, rule: str, policies) -> np.float32:
     """The float32 value an element is rounded from.
 
-    1. NaN scale (e is None): fp32(x * 0) -- +-0 for finite x, NaN for NaN and +-Inf.
+    1. NaN scale (e is None): fp32(x * 0) -- +-0 for finite x (by x's sign), NaN for NaN
+       and +-Inf.
     2. ``mx_element_scaling="exact"`` (OCP): fp32(x * 2^-e) (2^-e is exact in float32 for
        every e in [-127, 127]; the product rounds only when it is an fp32 subnormal).
     3. ``"torchao"``: floor/ceil/even: fp32(x / max(2^e, 2^-126)) (torchao clamps the fp32
        scale to the smallest normal before dividing); rceil: fp32(x * r) with r = 1.0 for
        scale code 0 and r = 2^-e otherwise (TransformerEngine's ``exp2f_rcp``).
+    4. A NaN result takes the sign bit of x. Only step 1 makes NaNs (a NaN x always has a
+       NaN scale; steps 2-3 map +-Inf to +-Inf), and there ``Inf * 0`` is an invalid
+       operation whose NaN sign IEEE 754 leaves open (x86 gives -NaN for both signs, ARM and
+       CUDA +NaN; CUDA also drops a NaN's sign in ``NaN * 0``). The sign is a code bit of
+       elements with NaN (E4M3, E5M2); taking x's makes the codes independent of the
+       platform and keeps ``quantize(-x) == -quantize(x)``.
     """
     x = F32(x)
     if e is None:
-        return _f32_op(lambda: x * F32(0.0))
-    if policies["mx_element_scaling"] == "exact":
-        return _f32_op(lambda: x * F32(2.0 ** -e))
-    if rule == "rceil":
+        y = _f32_op(lambda: x * F32(0.0))
+    elif policies["mx_element_scaling"] == "exact":
+        y = _f32_op(lambda: x * F32(2.0 ** -e))
+    elif rule == "rceil":
         r = F32(1.0) if e == -127 else F32(2.0 ** -e)
-        return _f32_op(lambda: x * r)
-    divisor = F32(2.0 ** max(e, -126))
-    return _f32_op(lambda: x / divisor)
+        y = _f32_op(lambda: x * r)
+    else:
+        divisor = F32(2.0 ** max(e, -126))
+        y = _f32_op(lambda: x / divisor)
+    return np.copysign(F32(np.nan), x) if np.isnan(y) else y
 
 
 def quantize_block_mx(block: Sequence, scheme: Scheme, rounding: str = "rne", rbits: Sequence | None = None,
@@ -165,7 +174,7 @@ def quantize_block_mx(block: Sequence, scheme: Scheme, rounding: str = "rne", rb
     3. Scale code = :func:`mx_scale_code` (e).
     4. For each element: y_i = :func:`mx_scaled_element` (x_i, e, ...), and
        P_i = ``encode_scalar(y_i, element, rounding, r=rbits[i], overflow="saturate")``
-       (NaN y_i -> the element's NaN, or +0 for a format without NaN).
+       (NaN y_i -> the element's NaN with x_i's sign bit, or +0 for a format without NaN).
     """
     policies = scheme.policies
     values = [F32(v) for v in block]

@@ -138,6 +138,36 @@ def test_nonfinite_block_ocp(special):
     assert np.isnan(d[0, :32]).all() and (d[0, 32:] == 1.0).all()
 
 
+# +Inf, -Inf, +NaN, -NaN (bit pattern 0xFFC00000), 1, -2, +0, -0: the NaN-scale block's codes
+_NAN_BLOCK = np.array([np.inf, -np.inf, np.nan, np.uint32(0xFFC00000).view(np.float32), 1.0, -2.0, 0.0, -0.0],
+                      np.float32)
+
+
+@pytest.mark.parametrize("name, pos_nan", [("mxfp8_e4m3", 0x7F), ("mxfp8_e5m2", 0x7E)])
+@pytest.mark.parametrize("profile", ["ocp", "torchao"])
+def test_nan_scale_block_nan_codes_take_the_sign_of_x(name, pos_nan, profile):
+    """In a NaN-scale block a NaN scaled value takes x's sign bit: +-Inf -> +-NaN code (not the
+    host's sign of the invalid Inf * 0, which is -NaN on x86), a NaN keeps its sign; finite x
+    give +-0 by their sign. (torchao: the NaN makes the scale NaN, the Infs are then Inf * 0.)"""
+    assert np.signbit(_NAN_BLOCK[3]) and not np.signbit(_NAN_BLOCK[2])
+    x = np.resize(_NAN_BLOCK, 32)[None]
+    s = get_scheme(name, profile=profile)
+    want = [pos_nan, pos_nan | 0x80, pos_nan, pos_nan | 0x80, 0x00, 0x80, 0x00, 0x80] * 4
+    codes, scale = quantize_block_mx(x[0], s)
+    assert scale == 0xFF and codes == want
+    q = both(x, s)
+    assert q.scales[0, 0] == 0xFF and q.codes[0].tolist() == want
+    assert (both(-x, s).codes == q.codes ^ 0x80).all()  # quantize(-x) == -quantize(x)
+
+
+@pytest.mark.parametrize("name", ["mxfp4", "mxfp6_e2m3", "mxfp6_e3m2"])
+def test_nan_scale_block_without_element_nan(name):
+    """Elements without NaN: a NaN scaled value is +0 whatever x's sign; +-0 for finite x."""
+    q = both(np.resize(_NAN_BLOCK, 32)[None], name)
+    neg0 = 1 << (q.scheme.element.bits - 1)
+    assert q.scales[0, 0] == 0xFF and q.codes[0].tolist() == [0, 0, 0, 0, 0, neg0, 0, neg0] * 4
+
+
 def test_nonfinite_block_torchao_profile():
     """torchao poisons only NaN blocks; an Inf amax is read as 2^128 (FLOOR: 128 - 2 -> 253),
     RCEIL saturates to 254; the Inf element saturates to 6 and finite ones vanish."""
