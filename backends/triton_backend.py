@@ -36,6 +36,9 @@ Other shapes (2-D tiles, k = 64, 128) write the transform to a float32 temporary
 Columnwise v3 (``quantize_cols3_kernel``, also without RHT) stores 32 contiguous bytes of
 codes and a 4-byte scale word per column and band of four blocks.
 
+GEMM: :meth:`TritonBackend.matmul` runs :mod:`triton_gemm` and claims the ``sm90-bf16``
+accumulator model on compute capability 9.x (Hopper) only.
+
 Not implemented here (yet): the torchao two-level chain and 4over6.
 """
 
