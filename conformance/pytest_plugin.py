@@ -51,20 +51,29 @@ class ConformanceItem(pytest.Item):
         super().__init__(**kw)
         self.prop, self.target, self.state = prop, target, session_state
 
-    def runtest(self):
-        from fp4spec.conformance.report import ERROR, FAIL, SKIP
+    def run_row(self):
+        """The row's PropertyResult."""
         from fp4spec.conformance.runner import run_property
 
-        res = run_property(self.state["env"], self.prop, self.target, max_examples=self.state["max_examples"],
-                           seed=self.state["seed"])
+        return run_property(self.state["env"], self.prop, self.target, max_examples=self.state["max_examples"],
+                            seed=self.state["seed"])
+
+    def reproduce_args(self, res) -> str:
+        """The ``fp4spec conform`` options that select this row."""
+        return (f"--scheme {res.scheme} --property {res.property}"
+                + ("" if res.rounding == "-" else f" --rounding {res.rounding}"))
+
+    def runtest(self):
+        from fp4spec.conformance.report import ERROR, FAIL, SKIP
+
+        res = self.run_row()
         if res.status == SKIP:
             pytest.skip(res.reason)
         if res.status in (FAIL, ERROR):
             lines = [f"{res.property} / {res.scheme} / {res.rounding}: {res.status}"]
             lines += res.counterexample.lines() if res.counterexample else [res.reason]
-            lines.append(f"reproduce: fp4spec conform --backend {self.state['backend_spec']} --scheme "
-                         f"{res.scheme} --property {res.property} --seed {self.state['seed']}"
-                         + ("" if res.rounding == "-" else f" --rounding {res.rounding}"))
+            lines.append(f"reproduce: fp4spec conform --backend {self.state['backend_spec']} "
+                         f"{self.reproduce_args(res)} --seed {self.state['seed']}")
             raise ConformanceDeparture("\n".join(lines))
 
     def repr_failure(self, excinfo, style=None):
@@ -79,21 +88,14 @@ class ConformanceItem(pytest.Item):
 class MatmulConformanceItem(ConformanceItem):
     """One GEMM row: a case family under one accumulator model (``prop`` is the MatmulItem)."""
 
-    def runtest(self):
-        from fp4spec.conformance.report import ERROR, FAIL, SKIP
+    def run_row(self):
         from fp4spec.conformance.runner import run_matmul_row
 
-        item = self.prop
-        res = run_matmul_row(self.state["env"].backend, item, max_examples=self.state["matmul_max_examples"],
-                             seed=self.state["seed"])
-        if res.status == SKIP:
-            pytest.skip(res.reason)
-        if res.status in (FAIL, ERROR):
-            lines = [f"{res.property} / {res.scheme} / {res.rounding}: {res.status}"]
-            lines += res.counterexample.lines() if res.counterexample else [res.reason]
-            lines.append(f"reproduce: fp4spec conform --backend {self.state['backend_spec']} --property "
-                         f"{res.property} --accumulator {item.accumulator} --seed {self.state['seed']}")
-            raise ConformanceDeparture("\n".join(lines))
+        return run_matmul_row(self.state["env"].backend, self.prop, max_examples=self.state["matmul_max_examples"],
+                              seed=self.state["seed"])
+
+    def reproduce_args(self, res) -> str:
+        return f"--property {res.property} --accumulator {self.prop.accumulator}"
 
 
 def _matmul_item_name(item) -> str:
