@@ -113,8 +113,14 @@ def pytest_collection_modifyitems(session, config, items):
         return
     from fp4spec.backends import BackendError, as_availability, get_backend
     from fp4spec.conformance.properties import Env
-    from fp4spec.conformance.runner import (DEFAULT_MATMUL_MAX_EXAMPLES, DEFAULT_MAX_EXAMPLES, DEFAULT_SEED, plan,
-                                            plan_matmul, split_properties)
+    from fp4spec.conformance.runner import (
+        DEFAULT_MATMUL_MAX_EXAMPLES,
+        DEFAULT_MAX_EXAMPLES,
+        DEFAULT_SEED,
+        plan,
+        plan_matmul,
+        split_properties,
+    )
 
     try:
         backend = get_backend(spec)
