@@ -22,13 +22,16 @@ if not torch.cuda.is_available():  # before triton is imported: it reads the var
 pytest.importorskip("triton")
 
 import fp4spec  # noqa: E402
-from fp4spec.backends.triton_backend import (TritonBackend, philox_rbits, quantize_packed,  # noqa: E402
+from fp4spec.backends.triton_backend import (philox_rbits, quantize_packed,  # noqa: E402
                                              rht_global_amax, rht_params)
 from fp4spec.layouts import to_blocked  # noqa: E402
 from fp4spec.packing import pack  # noqa: E402
 from fp4spec.rht import RHT  # noqa: E402
 
 from .test_torch_backend import SCHEMES  # noqa: E402
+from . import test_triton_backend as _triton_tests  # noqa: E402
+
+backend = _triton_tests.backend  # the shared fixture: a TritonBackend, skipped where unavailable
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -37,14 +40,6 @@ FUSED_IDS = [n + "".join(f"-{v}" for v in o.values()) for n, o in FUSED]
 
 TE = RHT.te()  # bf16 output
 SEEDED32 = RHT.from_seed(7, out_dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def backend():
-    b = TritonBackend()
-    if not b.is_available():
-        pytest.skip(b.is_available().reason)
-    return b
 
 
 def rht_adversarial(rht: RHT, seed: int, rows: int = 32, cols: int = 64) -> np.ndarray:

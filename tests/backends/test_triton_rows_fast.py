@@ -20,9 +20,12 @@ pytest.importorskip("triton")
 
 import fp4spec  # noqa: E402
 from fp4spec.backends import triton_rows_fast as rf  # noqa: E402
-from fp4spec.backends.triton_backend import TritonBackend, quantize_packed  # noqa: E402
+from fp4spec.backends.triton_backend import quantize_packed  # noqa: E402
 
 from .test_torch_backend import adversarial, with_nonfinite  # noqa: E402
+from . import test_triton_backend as _triton_tests  # noqa: E402
+
+backend = _triton_tests.backend  # the shared fixture: a TritonBackend, skipped where unavailable
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -105,14 +108,6 @@ def test_fast_encoder_scaled_products():
 
 
 # -- the kernels ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def backend():
-    b = TritonBackend()
-    if not b.is_available():
-        pytest.skip(b.is_available().reason)
-    return b
 
 
 SCHEMES = [("nvfp4", {}), ("mxfp4", {}), ("mxfp4", {"scale_rule": "rceil"}), ("mxfp4", {"scale_rule": "even"}),
