@@ -60,6 +60,7 @@ from fp4spec.accumulator_models import (
     MatmulOperands,
     element_carrier,
     format_carrier,
+    get_accumulator,
 )
 
 #: Exponent of a zero term that never sets the largest exponent.
@@ -522,6 +523,63 @@ def _fdpa_terms(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorM
     return acc
 
 
+def model_dot(a, b, acc, accumulator="sm90-bf16") -> np.ndarray:
+    """float32 ``acc + a . b`` as the accumulator model's chained fused steps (k_step = 16
+    for ``sm90-bf16``): what one tensor-core dot of bf16 operands with an FP32 accumulator
+    computes (one Triton ``tl.dot`` on Hopper), in numpy.
+
+    ``a`` (M x K) and ``b`` (K x N) hold exact bf16 values (NaN and +-Inf allowed); they
+    are read as float32 (bfloat16 exactly, float64 rounded to float32 first) and a value
+    that is then not a bf16 value raises ValueError. ``acc`` is float32 (M x N); K is a
+    multiple of the model's step. ``accumulator``: a
+    registered model (or an :class:`~fp4spec.accumulator_models.AccumulatorModel`) with
+    algorithm ``"fdpa"`` and scales ``"bf16_operand"``; anything else raises ValueError.
+
+    1. Split every finite operand as ``M * 2^(e - 7)`` (:func:`decompose`, bf16 carrier;
+       NaN and Inf count as 0 here).
+    2. For k0 = 0, k_step, 2 k_step, ... in ascending order: the step's products
+       ``a[m, k] * b[k, n]`` (exact terms ``M_a M_b * 2^(e_a + e_b - 14)``) and the running
+       accumulator go through one fused step (:func:`_fused`: align to the largest exponent,
+       truncate to F fractional bits, exact sum, ``final_rounding`` to float32, the model's
+       ``zero_sign``); the result is the next step's accumulator.
+    3. Special values per step, as MMA-Sim checks them: the float64 sum of the step's
+       products and the accumulator; if it is +-Inf the step gives that Inf, if it is NaN
+       (a NaN operand or accumulator, Inf * 0, Infs of both signs) the step gives NaN.
+
+    NaN results are float32 NaNs with numpy's bits (callers that need the model's NaN,
+    ``model.nan_bits``, canonicalize; :func:`fp4spec.rht.rht` does). The same semantics as
+    the Triton backend's ``model_dot`` (the interpreter's ``tl.dot``): the loop of
+    :func:`_fdpa_terms` on operands already rounded to bf16."""
+    model = get_accumulator(accumulator)
+    if model.algorithm != "fdpa" or model.scales != "bf16_operand":
+        raise ValueError(f"accumulator: {model.name!r} has algorithm {model.algorithm!r} and scales "
+                         f"{model.scales!r}; model_dot needs a bf16 tensor-core model: algorithm 'fdpa' with scales "
+                         f"'bf16_operand' (e.g. 'sm90-bf16')")
+    va = np.asarray(a, np.float32).astype(np.float64)
+    vb = np.asarray(b, np.float32).astype(np.float64).T
+    acc = np.asarray(acc, np.float32)
+    if va.ndim != 2 or vb.ndim != 2 or va.shape[1] != vb.shape[1] or acc.shape != (va.shape[0], vb.shape[0]):
+        raise ValueError(f"a, b, acc: expected a (M x K), b (K x N) and acc (M x N), got shapes "
+                         f"{np.shape(a)}, {np.shape(b)} and {acc.shape}")
+    ma, ea, za = decompose(np.where(np.isfinite(va), va, 0.0), BF16)
+    mb, eb, zb = decompose(np.where(np.isfinite(vb), vb, 0.0), BF16)
+    p = BF16.man_bits
+    step = model.k_step
+    if va.shape[1] % step:
+        raise ValueError(f"a: K = {va.shape[1]} is not a multiple of the model's step {step}")
+    for k0 in range(0, va.shape[1], step):
+        sl = slice(k0, k0 + step)
+        n = ma[:, None, sl] * mb[None, :, sl]
+        e = ea[:, None, sl] + eb[None, :, sl]
+        zero = za[:, None, sl] | zb[None, :, sl]
+        new = _fused([(n, e - 2 * p, e, zero)], f32_terms(acc), model)
+        nan, inf, s = _fp64_special(va[:, sl], vb[:, sl], acc)
+        with np.errstate(all="ignore"):
+            new = np.where(inf, s.astype(np.float32), new)
+        acc = np.where(nan, np.float32(np.nan), new).astype(np.float32)
+    return acc
+
+
 def matmul_fdpa(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorModel) -> np.ndarray:
     """``fdpa``: chained fused steps, then the epilogue fp32(acc * g)."""
     acc = _fdpa_group(a, b, ops, model) if model.scales == "group" else _fdpa_terms(a, b, ops, model)
@@ -600,6 +658,7 @@ __all__ = [
     "matmul_fdpa",
     "matmul_fdpa2",
     "matmul_fma",
+    "model_dot",
     "operand",
     "round_int_to_f32",
     "shift_floor",
