@@ -85,12 +85,42 @@ def availability() -> Availability:
     return Availability.no("no GPU, and TRITON_INTERPRET=1 is not set")
 
 
-def rht_params(rht):
-    """(sign mask, bf16 output) of the transform an ``rht=`` argument names (None: no transform).
+def rht_specs(device=None) -> tuple:
+    """The RHT specs the kernels claim on ``device``: :data:`RHT_SPECS` everywhere, plus
+    ``"16/mma:sm90-bf16"`` where the bf16 ``tl.dot`` computes that accumulator model (Hopper,
+    and the interpreter through ``interpreter_model_dot``; :mod:`.triton_rht_mma`)."""
+    from .triton_rht_mma import mma_arith
 
-    The kernels run :class:`fp4spec.rht.RHT` ``"16/fwht-fp32"`` with any signs; a float64
-    output equals the float32 one widened (quantize reads it exactly), so it is the float32
-    path. Anything else raises NotImplementedError (so ``backend="auto"`` falls back).
+    a = mma_arith(device)
+    return RHT_SPECS + ((f"16/{a}",) if a else ())
+
+
+def check_rht(rht):
+    """The :class:`fp4spec.rht.RHT` an ``rht=`` argument names (None: no transform), or
+    NotImplementedError if the kernels do not apply it (so ``backend="auto"`` falls back)."""
+    from fp4spec.rht import resolve_rht
+
+    r = resolve_rht(rht)
+    if r is None:
+        return None
+    if r.arith.startswith("mma:"):
+        specs = rht_specs()
+        if r.spec not in specs:
+            raise NotImplementedError(f"rht: {r.spec!r} (triton backend here: {', '.join(specs)}; the mma "
+                                      f"arithmetic needs a GPU whose bf16 MMA it models, or the interpreter)")
+        return r
+    rht_params(r)
+    return r
+
+
+def rht_params(rht):
+    """(sign mask, bf16 output) of the fwht-fp32 transform an ``rht=`` argument names (None: no
+    transform).
+
+    The butterfly kernels run :class:`fp4spec.rht.RHT` ``"16/fwht-fp32"`` with any signs; a
+    float64 output equals the float32 one widened (quantize reads it exactly), so it is the
+    float32 path. Anything else raises NotImplementedError (``"mma:..."`` transforms go to
+    :mod:`.triton_rht_mma` before this is asked).
     """
     from fp4spec.rht import resolve_rht
 
@@ -98,12 +128,13 @@ def rht_params(rht):
     if r is None:
         return None
     if r.spec not in RHT_SPECS:
-        raise NotImplementedError(f"rht: {r.spec!r} (triton backend: {', '.join(RHT_SPECS)})")
+        raise NotImplementedError(f"rht: {r.spec!r} (triton backend: {', '.join(rht_specs())})")
     return r.sign_mask(), r.out_dtype == "bfloat16"
 
 
 def check_request(scheme: Scheme, rounding: str, sr_bits: int = 8, rht=None):
-    rht_params(rht)
+    """NotImplementedError if the kernels cannot run the request; else the resolved RHT (or None)."""
+    r = check_rht(rht)
     if rounding not in ROUNDINGS:
         raise NotImplementedError(f"rounding: {rounding!r} (triton backend: {', '.join(ROUNDINGS)})")
     if rounding == "sr" and not 1 <= int(sr_bits) <= 24:
@@ -125,6 +156,7 @@ def check_request(scheme: Scheme, rounding: str, sr_bits: int = 8, rht=None):
             raise NotImplementedError(f"{scheme.name}: tile rows {scheme.tile_rows}")
     else:
         raise NotImplementedError(f"{scheme.name}: structure {scheme.structure!r}")
+    return r
 
 
 @lru_cache(maxsize=None)
@@ -378,7 +410,13 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     from . import triton_kernels as tk
 
     sch = resolve_scheme(scheme)
-    check_request(sch, rounding, sr_bits, rht)
+    r = check_request(sch, rounding, sr_bits, rht)
+    if r is not None and r.arith.startswith("mma:"):
+        from .triton_rht_mma import quantize_packed_mma
+
+        return quantize_packed_mma(x, sch, r, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits,
+                                   s_enc_dec=s_enc_dec, seed=seed, scale_layout=scale_layout, BM=BM, BN=BN,
+                                   num_warps=num_warps, variant=variant)
     rp = rht_params(rht)
     x = tb.as_torch(x)
     if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
@@ -640,7 +678,7 @@ class TritonBackend(Backend):
             sr_bits=tuple(range(1, 25)),
             notes=f"triton kernels on {self.device}" + (" (interpreter)" if _interpret() else "")
                   + ("; matmul: sm90-bf16 (backends/triton_gemm.py)" if accs else ""),
-            **({"rht": RHT_SPECS} if "rht" in getattr(Capabilities, "__dataclass_fields__", {}) else {}),
+            **({"rht": rht_specs(self.device)} if "rht" in getattr(Capabilities, "__dataclass_fields__", {}) else {}),
         )
 
     def why_unsupported(self, scheme, rounding="rne", sr_bits=8, rht=None) -> str:

@@ -13,6 +13,7 @@
 #   conform  python -m fp4spec conform --backend triton (the full suite on the GPU; run from /tmp
 #            so that the source folder fp4spec/ does not shadow the laid-out package)
 #   diag     benchmarks/diag_gpu_rht.py (fused RHT + quantize vs the emulator, per tensor kind)
+#   mma      benchmarks/bench_gpu_rht_mma.py (the RHT on the tensor cores: checks + timing; MMA_ARGS)
 #   probe    benchmarks/probe_gpu_zero_sign.py (the sign of zero results of Hopper's bf16 MMA)
 #   auto     backend="auto" on CUDA tensors picks triton and returns CUDA tensors, bit-exact
 #   pytest   the GPU-marked tests (tests/backends) with TRITON_INTERPRET=0
@@ -52,6 +53,7 @@ for step in "$@"; do
     quant) run_step quant timeout "${QUANT_TIMEOUT:-300}" python3 benchmarks/bench_gpu_quantize.py ${QUANT_ARGS:-} ;;
     conform) run_step conform timeout "${CONFORM_TIMEOUT:-400}" env -C /tmp python3 -P -m fp4spec conform --backend triton ${CONFORM_ARGS:-} ;;
     diag) run_step diag timeout "${DIAG_TIMEOUT:-120}" python3 benchmarks/diag_gpu_rht.py ${DIAG_ARGS:-mxfp4 nvfp4} ;;
+    mma) run_step mma timeout "${MMA_TIMEOUT:-400}" python3 benchmarks/bench_gpu_rht_mma.py ${MMA_ARGS:-} ;;
     probe) run_step probe timeout 120 python3 benchmarks/probe_gpu_zero_sign.py ;;
     auto) run_step auto timeout 120 python3 benchmarks/check_gpu_auto.py ;;
     pytest) run_step pytest timeout "${PYTEST_TIMEOUT:-300}" python3 -P -m pytest -q -x -p no:cacheprovider ${PYTEST_ARGS:-tests/backends} ;;

@@ -27,6 +27,7 @@ from triton.compiler import ASTSource
 
 from fp4spec.backends import triton_backend as trb
 from fp4spec.backends import triton_kernels as tk
+from fp4spec.backends import triton_rht_mma as rm
 from fp4spec.backends import triton_rows_fast as rf
 
 ALU = {"LOP3", "SHF", "IADD3", "ISETP", "FSETP", "SEL", "FMNMX", "IMNMX", "VIMNMX", "VIMNMX3", "VIADDMNMX", "PRMT",
@@ -71,6 +72,8 @@ SIG_ROWS = dict(x_ptr="*i64", q_ptr="*i64", s_ptr="*u8", r_ptr="*fp32", thr_ptr=
 SIG_COLS = dict(x_ptr="*i16", q_ptr="*i64", s_ptr="*i32", r_ptr="*fp32", thr_ptr="*fp32", dthr_ptr="*fp32",
                 mags_ptr="*fp32", ts_ptr="*fp32", NCOL="i32", sxr="i32", srr="i32", QW="i32", NSC="i32", CPAD="i32",
                 seed="i32")
+SIG_MMA = dict(x_ptr="*i16", w_ptr="*i16", t_ptr="*i16", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NELEM="i32",
+               NBLK="i32")
 SIG_TB = dict(x_ptr="*i32", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NBLK="i32")
 
 
@@ -111,6 +114,12 @@ def configs():
             out.append((f"cols3 {spec} {'RHT te' if rht else 'plain'} BC={bc} NB={nb} w={w}"
                         + ("" if slow else " (no fallback)"),
                         tk.quantize_cols3_kernel, {**SIG_COLS, "sgn": "i32"}, c, w, nb * bc * K / (32 * w)))
+        # fused RHT rowwise on the tensor cores (arith "mma:sm90-bf16"): the wide dot
+        for R, w in ((rm.FUSED_R, rm.FUSED_WARPS), (128, 4), (128, 8)):
+            for slow, spread in ((True, True), (False, False)):
+                c = dict(R=R, K=K, EVEN=True, SLOW=slow, INTERP=False, SPREAD=spread, **SCHEME[spec])
+                out.append((f"rows_mma {spec} R={R} w={w}" + ("" if slow else " (no fallbacks)"),
+                            rm.rows_rht_mma_kernel, SIG_MMA, c, w, R * 64 / (32 * w)))
         # plain rowwise: tb (the default) and v2
         for slow in (True, False):
             c = dict(BR=trb.TB_BR, K=K, EVEN=True, SLOW=slow, **SCHEME[spec])

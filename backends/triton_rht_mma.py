@@ -1,0 +1,459 @@
+"""RHT on the tensor cores: ``arith="mma:sm90-bf16"`` (fp4spec.rht, steps M1-M5) in Triton.
+
+The transform ``y_row = x_row . T`` (T = diag(s) . H16 / 4, exact in bf16) is one bf16
+``tl.dot`` with a float32 accumulator starting at +0, which on Hopper computes the
+``sm90-bf16`` accumulator model bit for bit (the model of fp4spec's GEMM, measured on the
+H200); the result is rounded to bf16 (RNE) as step M5 says. A butterfly on the CUDA cores
+(``fwht-fp32``) costs about 7 instructions per element; the dot costs almost none.
+
+Kernels:
+
+* :func:`rows_rht_mma_kernel` -- fused RHT + rowwise quantize of a contiguous bf16 tensor
+  (E2M1, 1 x 16 or 1 x 32 blocks, RNE, plain scales; two-level and MX), the tile encoder of
+  ``triton_rows_fast``'s ``tb``.
+* :func:`rht_mma_kernel` -- the RHT of a logical M x N matrix along N (any strides) written
+  to a float32 tensor: the unfused path (SR, columnwise, other elements, the cuBLAS layout).
+* :func:`rht_mma_amax_kernel` -- max |RHT(x)| of a contiguous tensor (the tensor amax of
+  two-level schemes), one pass, no temporary.
+
+Why the fused kernel multiplies by a 64 x 64 block-diagonal matrix (the *wide* dot). The MMA
+accumulator of ``[R, 64] @ [64, 64]`` leaves thread ``t`` of a quad (t = lane % 4) the
+columns ``8 i + 2 t + e`` (i = 0..7, e = 0, 1) of its two rows, on Hopper's wgmma and on
+mma.sync alike. Column ``8 i + 2 t + e`` of the wide matrix B is column ``2 i + e`` of T,
+on the rows of the t-th group of 16 inputs (zeros elsewhere): so each thread ends up with
+the 16 outputs of one RHT row per accumulator row -- whole blocks, with no layout exchange,
+and the block amax, scale and codes stay in the thread (``tb``'s cost). For 1 x 32 blocks,
+rows m and m + 8 of a 16-row group (the two rows a thread holds) load the two halves of one
+block. The code below states all of this as reshapes and permutes of the logical tensor, so
+its results do not depend on the layout Triton picks; only its speed does.
+
+Exactness of the wide dot: for finite inputs, the model's chained k = 16 steps over the 64
+rows of B add exact zeros before and after the one step that carries a column's 16 products;
+a step of zero products returns its accumulator unchanged (aligned to its own exponent, or to
+e_zero = -133 above it: exact either way, and a zero accumulator stays +0). So every column
+equals the model's single k = 16 dot. A non-finite input would spread (Inf * 0 = NaN) to the
+other three RHT rows of its accumulator row; a tile whose wide result holds a NaN therefore
+recomputes its values with one [rows, 16] @ T dot per RHT row (one uniform branch per
+program, rare). Under ``TRITON_INTERPRET=1`` the dots are the model's (``model_dot``, through
+``triton_gemm.interpreter_model_dot``), including the spreading, so the CPU runs the same
+paths.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .triton_rows_fast import (_amax2, _block_scale, _mult_b, _needs_exact, _unpack, _word_codes,
+                               _word_codes_exact)
+
+#: Accumulator models the kernels' bf16 tl.dot computes on each GPU family: Hopper (cc 9.x).
+MMA_ARITHS = {9: "mma:sm90-bf16"}
+#: Fused kernel tile: rows of 64 elements per program, warps.
+FUSED_R, FUSED_WARPS = 64, 4
+#: Unfused kernel tile (logical rows per program) and amax tile (rows of 16 per program).
+APPLY_BM, AMAX_R = 64, 256
+
+
+@triton.jit
+def _bf16_round(y, INTERP: tl.constexpr):
+    """Step M5: float32 y to the nearest bf16 (ties to even, overflow -> Inf, NaN -> 0x7FFF),
+    as float32. The interpreter's own fp32 -> bf16 cast truncates: integer ops there."""
+    if INTERP:
+        b = y.to(tl.int32, bitcast=True)
+        r = (b + (0x7FFF + ((b >> 16) & 1))) & -65536
+        r = tl.where(y != y, 0x7FFF0000, r)
+        return r.to(tl.float32, bitcast=True)
+    else:
+        return y.to(tl.bfloat16).to(tl.float32)
+
+
+@triton.jit
+def _out(y, OUT_BF16: tl.constexpr, INTERP: tl.constexpr):
+    """Step M5: the bf16 rounding (OUT_BF16) or the float32 result itself."""
+    if OUT_BF16:
+        return _bf16_round(y, INTERP)
+    else:
+        return y
+
+
+@triton.jit
+def _dot_bf16(a_bits, b_bits, INTERP: tl.constexpr):
+    """a . b of bf16 bit patterns (int16) with a float32 accumulator from +0: the MMA. The
+    interpreter multiplies bf16 bit patterns in its dot, so there the operands go in as their
+    exact float32 values (interpreter_model_dot turns that dot into the model)."""
+    if INTERP:
+        a = (a_bits.to(tl.int32) << 16).to(tl.float32, bitcast=True)
+        b = (b_bits.to(tl.int32) << 16).to(tl.float32, bitcast=True)
+        return tl.dot(a, b)
+    else:
+        return tl.dot(a_bits.to(tl.bfloat16, bitcast=True), b_bits.to(tl.bfloat16, bitcast=True))
+
+
+@triton.jit
+def _load_t16(t_ptr):
+    i = tl.arange(0, 16)
+    return tl.load(t_ptr + i[:, None] * 16 + i[None, :])
+
+
+# ---------------------------------------------------------------------------------------------
+# Fused RHT + rowwise quantize
+# ---------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _bf16x2(lo, hi, INTERP: tl.constexpr):
+    """Step M5 for two float32 values: one int32 holding bf16(lo) in the low half and bf16(hi)
+    in the high half (RNE, NaN -> 0x7FFF): triton_rows_fast's input word format. On a GPU one
+    packed cvt.rn.bf16x2.f32; in the interpreter integer rounding."""
+    if INTERP:
+        a = _bf16_round(lo, INTERP).to(tl.int32, bitcast=True)
+        b = _bf16_round(hi, INTERP).to(tl.int32, bitcast=True)
+        return ((a >> 16) & 0xFFFF) | b
+    else:
+        # cvt.rn.bf16x2.f32 d, a, b puts bf16(a) in the upper half of d, bf16(b) in the lower
+        return tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [hi, lo],
+                                         dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _wide_words(x_ptr, w_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN: tl.constexpr,
+                INTERP: tl.constexpr):
+    """[R * 4 / G, 2 G, 4] int32: the bf16 RHT of the R * 64 elements from e0 as words of two
+    bf16 (element 2j in the low half), one quantization block per row, by the wide dot (module
+    docstring); word w of a block is [.., w // 4, w % 4]."""
+    m = tl.arange(0, R)
+    q = tl.arange(0, 4)
+    kk = tl.arange(0, 16)
+    if G == 1:
+        row0 = m * 64
+    else:  # rows m and m + 8 of each 16-row group: the two halves of 1 x 32 blocks
+        row0 = ((m // 16) * 8 + m % 8) * 128 + ((m // 8) % 2) * 16
+    offs = row0[:, None, None] + (q * (16 * G))[None, :, None] + kk[None, None, :]  # [R, 4, 16]
+    if EVEN:
+        xb = tl.load(x_ptr + e0 + offs)
+    else:
+        xb = tl.load(x_ptr + e0 + offs, mask=(e0 + offs) < NELEM, other=0)
+    n = tl.arange(0, 64)
+    b = tl.load(w_ptr + n[:, None] * 64 + n[None, :])
+    y = _dot_bf16(tl.reshape(xb, (R, 64)), b, INTERP)  # [R, 64] float32
+    if G == 1:
+        # column 8 i + 2 t + e -> (RHT row t, element 2 i + e)
+        y = tl.permute(tl.reshape(y, (R, 8, 4, 2)), (0, 2, 1, 3))  # [R, t, i, e]
+    else:
+        y = tl.permute(tl.reshape(y, (R // 16, 2, 8, 8, 4, 2)), (0, 2, 4, 1, 3, 5))  # [., l, t, h, i, e]
+    lo, hi = tl.split(y)
+    return tl.reshape(_bf16x2(lo, hi, INTERP), (R * 4 // G, 2 * G, 4))
+
+
+@triton.jit
+def _plain_words(x_ptr, t_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN: tl.constexpr,
+                 INTERP: tl.constexpr):
+    """The same words as :func:`_wide_words` by one [R * 4, 16] @ T dot (every RHT row on its
+    own: right for non-finite inputs too)."""
+    offs = tl.arange(0, R * 4)[:, None] * 16 + tl.arange(0, 16)[None, :]
+    if EVEN:
+        xb = tl.load(x_ptr + e0 + offs)
+    else:
+        xb = tl.load(x_ptr + e0 + offs, mask=(e0 + offs) < NELEM, other=0)
+    y = _dot_bf16(xb, _load_t16(t_ptr), INTERP)
+    lo, hi = tl.split(tl.reshape(y, (R * 4, 8, 2)))
+    return tl.reshape(_bf16x2(lo, hi, INTERP), (R * 4 // G, 2 * G, 4))
+
+
+@triton.jit
+def _words_amax(w):
+    """[NB, H, 4] words -> [NB] sign-clear float32 pattern of the block amax (NaN: above all)."""
+    lo, hi = _unpack(w)
+    return tl.max(tl.max(_amax2(lo, hi).to(tl.int32, bitcast=True), axis=2), axis=1)
+
+
+@triton.jit
+def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK,
+                        R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
+                        RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
+                        SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr = True):
+    """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
+
+    x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
+    16), both int16 bf16 bits (:func:`matrices`); q_ptr: int32 words of codes, K/8 per
+    block; s_ptr: uint8 scale codes; ts_ptr: the constants of triton_backend.quantize_packed.
+    A program takes R rows of 64 elements (R * 64 / K blocks); from the bf16 words on it is
+    ``triton_rows_fast``'s tile (block scale, fast encoder, exact fallback per tile).
+    SPREAD=False drops the recomputation of tiles holding a NaN (instruction counts only:
+    wrong on non-finite input)."""
+    G: tl.constexpr = K // 16
+    NB: tl.constexpr = R * 4 // G
+    e0 = tl.program_id(0).to(tl.int64) * (R * 64)
+    w = _wide_words(x_ptr, w_ptr, e0, NELEM, R, G, EVEN, INTERP)
+    vmb = _words_amax(w)
+    if SPREAD and tl.max(vmb, axis=0) > 0x7F800000:  # rare: a NaN may have spread across RHT rows
+        w = _plain_words(x_ptr, t_ptr, e0, NELEM, R, G, EVEN, INTERP)
+        vmb = _words_amax(w)
+    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, _mult_b(ts_ptr, MX), MX, RULE, EMAX, NAN_INF, SCALING)
+    mb = mult[:, None, None]
+    q = _word_codes(w, mb, mb * 0.5, mb * 0.25, MX)  # [NB, K / 8]
+    if SLOW:
+        if tl.max(_needs_exact(mult, nan_scale, MX).to(tl.int32), axis=0) != 0:  # rare: exact tile
+            q = _word_codes_exact(w, mb, MX)
+    if not MX:
+        q = tl.where(nan_scale[:, None], 0, q)  # NaN scale code: every element code 0
+    blk0 = e0 // K
+    rb = tl.arange(0, NB)
+    oq = (blk0 + rb)[:, None] * (K // 8) + tl.arange(0, K // 8)[None, :]
+    if EVEN:
+        tl.store(q_ptr + oq, q)
+        tl.store(s_ptr + blk0 + rb, scode.to(tl.uint8))
+    else:
+        mblk = (blk0 + rb) < NBLK
+        tl.store(q_ptr + oq, q, mask=mblk[:, None])
+        tl.store(s_ptr + blk0 + rb, scode.to(tl.uint8), mask=mblk)
+
+
+# ---------------------------------------------------------------------------------------------
+# Unfused transform and the tensor amax
+# ---------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def rht_mma_kernel(x_ptr, t_ptr, y_ptr, M, sxm, sxn, sym, syn, BM: tl.constexpr, OUT_BF16: tl.constexpr,
+                   INTERP: tl.constexpr):
+    """y[m, n] = RHT(x)[m, n] (float32 holding the bf16-rounded values) of the logical matrix
+    x[m, n] = x_ptr[m * sxm + n * sxn] (int16 bf16 bits) along n; a program takes BM logical
+    rows of one RHT row (program_id(1))."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    mask = (rm < M)[:, None]
+    k = tl.arange(0, 16)
+    n0 = (tl.program_id(1) * 16).to(tl.int64)
+    xb = tl.load(x_ptr + rm.to(tl.int64)[:, None] * sxm + (n0 + k)[None, :] * sxn, mask=mask, other=0)
+    y = _out(_dot_bf16(xb, _load_t16(t_ptr), INTERP), OUT_BF16, INTERP)
+    tl.store(y_ptr + rm.to(tl.int64)[:, None] * sym + (n0 + k)[None, :] * syn, y, mask=mask)
+
+
+@triton.jit
+def rht_mma_amax_kernel(x_ptr, t_ptr, out_ptr, NROW, R: tl.constexpr, OUT_BF16: tl.constexpr,
+                        INTERP: tl.constexpr):
+    """atomic max into out_ptr (int32 pattern, starts at 0) of |RHT(x)| over the NROW rows of 16
+    of a contiguous tensor (a NaN gives a NaN pattern: above every number)."""
+    r = tl.program_id(0).to(tl.int64) * R + tl.arange(0, R)
+    mask = (r < NROW)[:, None]
+    xb = tl.load(x_ptr + r[:, None] * 16 + tl.arange(0, 16)[None, :], mask=mask, other=0)
+    y = _out(_dot_bf16(xb, _load_t16(t_ptr), INTERP), OUT_BF16, INTERP)
+    m = tl.max(tl.max(y.to(tl.int32, bitcast=True) & 0x7FFFFFFF, axis=1), axis=0)
+    tl.atomic_max(out_ptr, m)
+
+
+# ---------------------------------------------------------------------------------------------
+# Host side
+# ---------------------------------------------------------------------------------------------
+
+
+def t_matrix_bits(signs):
+    """T = diag(s) . H16 / 4 as uint16 bf16 bit patterns (numpy, 16 x 16): +-0.25 exactly."""
+    import numpy as np
+
+    from fp4spec.rht import hadamard
+
+    s = np.asarray(signs, dtype=np.int64)
+    t = s[:, None] * hadamard(16).astype(np.int64)
+    return np.where(t > 0, 0x3E80, 0xBE80).astype(np.uint16)
+
+
+def wide_matrix_bits(signs):
+    """The wide 64 x 64 matrix of the fused kernel (uint16 bf16 bits): W[16 t + k, 8 i + 2 t + e]
+    = T[k, 2 i + e] for t = 0..3, +0 elsewhere."""
+    import numpy as np
+
+    t16 = t_matrix_bits(signs)
+    w = np.zeros((64, 64), dtype=np.uint16)
+    for t in range(4):
+        for i in range(8):
+            for e in range(2):
+                w[16 * t:16 * t + 16, 8 * i + 2 * t + e] = t16[:, 2 * i + e]
+    return w
+
+
+_MATS: dict = {}
+
+
+def matrices(signs, device):
+    """(wide, T) as int16 torch tensors on ``device``, cached per sign vector and device."""
+    import torch
+
+    key = (tuple(int(s) for s in signs), str(device))
+    if key not in _MATS:
+        w = torch.from_numpy(wide_matrix_bits(signs).view("int16").copy()).to(device)
+        t = torch.from_numpy(t_matrix_bits(signs).view("int16").copy()).to(device)
+        _MATS[key] = (w, t)
+    return _MATS[key]
+
+
+def _interpret() -> bool:
+    import os
+
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def mma_arith(device=None):
+    """The ``arith`` the kernels' bf16 dot computes on ``device`` (default: CUDA device 0):
+    ``"mma:sm90-bf16"`` on Hopper (compute capability 9.x) and in the interpreter (its dots
+    run the model, :func:`triton_gemm.interpreter_model_dot`); None elsewhere (other GPUs'
+    MMAs round differently: Ampere fuses two halves of k, Blackwell is not measured)."""
+    if _interpret():
+        return MMA_ARITHS[9]
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return None
+    dev = torch.device("cuda" if device is None else device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return None
+    return MMA_ARITHS.get(torch.cuda.get_device_capability(dev)[0])
+
+
+def _model_dots(arith):
+    """The context in which the kernels run: the interpreter's dots become the model's."""
+    import contextlib
+
+    if not _interpret():
+        return contextlib.nullcontext()
+    from .triton_gemm import interpreter_model_dot
+
+    return interpreter_model_dot(arith.split(":", 1)[1])
+
+
+def as_bf16(x):
+    """x as a bf16 torch tensor: itself, or a float16/float32 tensor whose every value is a
+    bf16 value (step M1), else ValueError."""
+    import torch
+
+    if x.dtype == torch.bfloat16:
+        return x
+    if x.dtype not in (torch.float16, torch.float32):
+        raise ValueError(f"x: bfloat16 (or float16/float32 holding bfloat16 values), not {x.dtype}")
+    xb = x.to(torch.bfloat16)
+    same = (xb.to(x.dtype) == x) | torch.isnan(x)
+    if not bool(same.all()):
+        raise ValueError("x: the mma RHT's operand is bfloat16 (fp4spec.rht step M1), and x holds values that are "
+                         "not bfloat16 values; round x to bfloat16 first or use arith='fwht-fp32'")
+    return xb
+
+
+def rht_apply(x2, M, N, sxm, sxn, r):
+    """The mma RHT of the logical M x N matrix along N (x2 bf16, logical x[m, n] =
+    x2[m * sxm + n * sxn]) as a float32 tensor of x2's shape and stride order."""
+    import torch
+
+    y2 = torch.empty(x2.shape, dtype=torch.float32, device=x2.device)
+    sym, syn = (y2.stride(0), y2.stride(1)) if (x2.dim() == 2 and sxm == x2.stride(0) and sxn == x2.stride(1)) \
+        else (y2.stride(1), y2.stride(0))
+    _, t = matrices(r.signs, x2.device)
+    if M and N:
+        with _model_dots(r.arith):
+            rht_mma_kernel[(triton.cdiv(M, APPLY_BM), N // 16)](
+                x2.view(torch.int16), t, y2, M, sxm, sxn, sym, syn, BM=APPLY_BM, OUT_BF16=r.out_dtype == "bfloat16",
+                INTERP=_interpret(), num_warps=4)
+    return y2
+
+
+def rht_amax(x2, r):
+    """float32 0-d tensor: max |RHT(x)| of a contiguous bf16 tensor (NaN if any NaN)."""
+    import torch
+
+    out = torch.zeros(1, dtype=torch.int32, device=x2.device)
+    nrow = x2.numel() // 16
+    _, t = matrices(r.signs, x2.device)
+    if nrow:
+        with _model_dots(r.arith):
+            rht_mma_amax_kernel[(triton.cdiv(nrow, AMAX_R),)](
+                x2.view(torch.int16), t, out, nrow, R=AMAX_R, OUT_BF16=r.out_dtype == "bfloat16",
+                INTERP=_interpret(), num_warps=4)
+    return out.view(torch.float32)[0]
+
+
+def fused_ok(sch, rounding, scale_layout, rowwise, out_bf16=True) -> bool:
+    """Whether :func:`rows_rht_mma_kernel` takes the request (else the unfused path)."""
+    return (rowwise and out_bf16 and sch.element.name == "e2m1" and sch.structure in ("mx", "two_level") and not sch.is_2d
+            and sch.block_size in (16, 32) and rounding == "rne" and scale_layout == "plain")
+
+
+def quantize_packed_mma(x, sch, r, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, s_enc_dec=None, seed=None,
+                        scale_layout="plain", BM=None, BN=None, num_warps=None, variant=None):
+    """:func:`triton_backend.quantize_packed` for an ``"mma:..."`` RHT ``r`` (same arguments
+    and result). Fused (:func:`rows_rht_mma_kernel`) for rowwise E2M1 RNE 1 x 16 / 1 x 32
+    blocks with plain scales; otherwise the transform goes to a float32 temporary
+    (:func:`rht_apply`) that the other kernels quantize (``variant="unfused"`` forces it)."""
+    import torch
+
+    from . import triton_backend as trb
+    from . import torch_backend as tb
+
+    if variant not in (None, "rows", "unfused"):
+        raise ValueError(f"variant: {variant!r} with an mma rht: None, 'rows' or 'unfused'")
+    if r.size != 16:
+        raise NotImplementedError(f"rht: size {r.size} (triton mma kernels: 16)")
+    x = as_bf16(tb.as_torch(x))
+    x2, M, N, sxm, sxn = trb._as_matrix(x, axis)
+    K = sch.block_size
+    if N % K or M % sch.tile_rows:
+        raise ValueError(f"x: the {M} x {N} matrix is not a whole number of {sch.block_shape} blocks")
+    if N % 16:
+        raise ValueError(f"x: length {N} along the quantized axis is not a multiple of 16 (the RHT size)")
+    rowwise = sxn == 1 and sxm == N
+    if variant == "rows" and not fused_ok(sch, rounding, scale_layout, rowwise, r.out_dtype == "bfloat16"):
+        raise NotImplementedError("variant='rows' with an mma rht: rowwise, E2M1 1 x 16 or 1 x 32 blocks, RNE, "
+                                  "plain scales")
+    if variant == "unfused" or not fused_ok(sch, rounding, scale_layout, rowwise, r.out_dtype == "bfloat16"):
+        y2 = rht_apply(x2, M, N, sxm, sxn, r)
+        rb = None if rbits is None else tb.as_torch(rbits, x.device).expand(x.shape).reshape(x2.shape)
+        last = x.dim() == 1 or axis % x.dim() == x.dim() - 1
+        return trb.quantize_packed(y2, sch, axis=-1 if last else 0, rounding=rounding, rbits=rb, sr_bits=sr_bits,
+                                   s_enc_dec=s_enc_dec, seed=seed, scale_layout=scale_layout, BM=BM, BN=BN,
+                                   num_warps=num_warps)
+    if rounding != "rne" or rbits is not None or seed is not None:
+        raise ValueError("rbits, seed: only used with rounding='sr'")
+    dev = x.device
+    g = None
+    if sch.structure == "two_level":
+        amax = rht_amax(x2, r) if s_enc_dec is None else None
+        ts = trb.two_level_consts(sch, dev, amax=amax, s_enc_dec=s_enc_dec)
+        g = ts[1]
+    else:
+        ts = trb.mx_consts(sch, dev)
+    packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
+    scales = torch.empty((M, N // K), dtype=torch.uint8, device=dev)
+    launch = fused_launcher(x2, packed, scales, ts, sch, r, R=BM, num_warps=num_warps)
+    launch()
+    return {"packed": packed, "scales": scales, "global_scale": g, "scheme": sch}
+
+
+def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True):
+    """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
+    kernel alone) and returns triton's compiled kernel (None for an empty tensor)."""
+    import torch
+
+    from .triton_rows_fast import rows_flags
+
+    K = sch.block_size
+    nel = x2.numel()
+    R = R or FUSED_R
+    if R % 16 or R & (R - 1):
+        raise ValueError(f"BM: {R} rows of 64 elements per program is not a power of two >= 16")
+    w, t = matrices(r.signs, x2.device)
+    flags = rows_flags(sch)
+    flags.update(R=R, K=K, EVEN=nel % (R * 64) == 0, SLOW=bool(exact_fallback), INTERP=_interpret(),
+                 num_warps=num_warps or FUSED_WARPS)
+    grid = (triton.cdiv(nel, R * 64),)
+    args = (x2.view(torch.int16), w, t, packed.view(torch.int32), scales, ts, nel, nel // K)
+
+    def launch():
+        if nel:
+            with _model_dots(r.arith):
+                return rows_rht_mma_kernel[grid](*args, **flags)
+
+    return launch
+
+
+__all__ = ["APPLY_BM", "AMAX_R", "FUSED_R", "FUSED_WARPS", "MMA_ARITHS", "as_bf16", "fused_launcher", "fused_ok", "matrices", "mma_arith",
+           "quantize_packed_mma", "rht_amax", "rht_apply", "rht_mma_amax_kernel",
+           "rht_mma_kernel", "rows_rht_mma_kernel", "t_matrix_bits", "wide_matrix_bits"]

@@ -1,0 +1,268 @@
+"""GPU check and benchmark of the RHT on the tensor cores (``arith="mma:sm90-bf16"``,
+``backends/triton_rht_mma.py``). Run on a Hopper GPU.
+
+1. Bit-exactness against a CPU reference (the accumulator model's dot ``model_dot`` on
+   T = diag(s) H16 / 4, bf16 RNE, then the numpy quantizer), on adversarial bf16 tensors
+   (normal, wide exponent spans, subnormals, +-0 rows, Inf/NaN, huge values), for the fused
+   rowwise kernel (nvfp4 given scale and with the RHT + amax pass, mxfp4 floor / rceil),
+   the unfused path (columnwise, SR with given bits, float32 output) and the RHT + amax
+   pass; then fused == unfused on the full benchmark tensor. Any difference: exit status 1.
+2. Timing on a 16384 x 16384 bf16 tensor (CUDA-graph replay, median of --iters): the
+   elementwise copy kernel (baseline, same run), plain rowwise quantize (``tb``), fused mma
+   RHT + quantize over a tile sweep, the butterfly (fwht-fp32) fused kernel, and the ratios.
+
+    python benchmarks/bench_gpu_rht_mma.py [--size 16384] [--iters 50] [--only check,time]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import types
+
+import ml_dtypes
+import numpy as np
+import torch
+
+import fp4spec
+from fp4spec.backends import torch_backend as tb
+from fp4spec.backends import triton_backend as trb
+from fp4spec.backends import triton_rht_mma as rm
+from fp4spec.backends.base import resolve_scheme
+from fp4spec.rht import TE_SIGNS, rht_signs
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gpu_quantize import cuda_time  # noqa: E402
+
+T0 = time.time()
+ARITH = "mma:sm90-bf16"
+DEV = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: TRITON_INTERPRET=1 (small checks only)
+
+
+def log(msg):
+    print(f"[{time.time() - T0:7.1f}s] {msg}", flush=True)
+
+
+def rht_obj(signs, out_dtype="bfloat16"):
+    """The transform: fp4spec.rht.RHT when it takes the mma arithmetic, else a stand-in with
+    the fields the kernels read."""
+    try:
+        from fp4spec.rht import RHT
+
+        return RHT(16, tuple(int(s) for s in signs), ARITH, out_dtype)
+    except (ValueError, TypeError):
+        return types.SimpleNamespace(size=16, signs=tuple(int(s) for s in signs), arith=ARITH, out_dtype=out_dtype,
+                                     spec=f"16/{ARITH}")
+
+
+def ref_rht(x32, signs, axis=-1, out_bf16=True):
+    """The model's RHT of a float32 array of bf16 values along axis (numpy)."""
+    from fp4spec.emulator import gemm as E
+
+    dot = getattr(E, "model_dot", None)
+    if dot is None:
+        from fp4spec.backends.triton_gemm import model_dot as dot
+    t = rm.t_matrix_bits(signs).astype(np.uint32) << 16
+    T = t.view(np.float32).reshape(16, 16)
+    xm = np.moveaxis(np.asarray(x32, np.float32), axis, -1)
+    rows = np.ascontiguousarray(xm).reshape(-1, 16)
+    y = np.zeros_like(rows)
+    for i in range(0, rows.shape[0], 1 << 16):
+        y[i:i + (1 << 16)] = dot(rows[i:i + (1 << 16)], T, np.zeros((min(1 << 16, rows.shape[0] - i), 16), np.float32))
+    if out_bf16:
+        y = y.astype(ml_dtypes.bfloat16).astype(np.float32)  # RNE; NaN stays NaN
+    return np.moveaxis(y.reshape(xm.shape), -1, axis)
+
+
+def tensors(rng):
+    """(name, float32 array of bf16 values)."""
+    out = []
+    x = rng.standard_normal((256, 512)).astype(np.float32)
+    out.append(("normal 256x512", x))
+    w = x * np.exp2(rng.integers(-60, 60, x.shape)).astype(np.float32)
+    out.append(("wide 256x512", w))
+    s = rng.standard_normal((128, 256)).astype(np.float32) * np.float32(2.0 ** -128)
+    out.append(("subnormal 128x256", s))
+    h = rng.standard_normal((128, 256)).astype(np.float32) * np.float32(2.0 ** 125)
+    out.append(("huge 128x256", h))
+    sp = rng.standard_normal((64, 256)).astype(np.float32)
+    sp[1, 3] = np.inf
+    sp[5, 40] = -np.inf
+    sp[9, 17] = np.nan
+    sp[12, :] = -0.0
+    sp[13, :16] = 0.0
+    sp[20, 0], sp[20, 1] = np.inf, -np.inf
+    sp[30, :] = np.float32(3.3895314e38)
+    out.append(("specials 64x256", sp))
+    out.append(("ragged 40x48", rng.standard_normal((40, 48)).astype(np.float32)))
+    out.append(("ragged 7x96", rng.standard_normal((7, 96)).astype(np.float32)))
+    return [(n, a.astype(ml_dtypes.bfloat16).astype(np.float32)) for n, a in out]
+
+
+def codes_of(out, shape):
+    pk = out["packed"].cpu().numpy()
+    return np.stack((pk & 15, pk >> 4), -1).reshape(shape)
+
+
+def compare(tag, out, ref, shape, failures):
+    m = ref.moved()
+    want_c = np.asarray(m["codes"]).reshape(shape)
+    got_c = codes_of(out, shape)
+    want_s = np.asarray(m["scales"]).reshape(-1)
+    got_s = out["scales"].cpu().numpy().reshape(-1)
+    ok = np.array_equal(got_c, want_c) and np.array_equal(got_s, want_s)
+    g = out["global_scale"]
+    if ref.global_scale is not None:
+        ok = ok and np.float32(g.cpu()).view(np.uint32) == np.float32(ref.global_scale).view(np.uint32)
+    if not ok:
+        nd = int((got_c != want_c).sum())
+        failures.append(tag)
+        log(f"  FAIL {tag}: {nd} codes, {int((got_s != want_s).sum())} scales differ")
+    return ok
+
+
+def check(failures):
+    rng = np.random.default_rng(7)
+    seeded = rht_signs(16, seed=11)
+    n = 0
+    for name, x in tensors(rng):
+        xt = torch.from_numpy(x).to(torch.bfloat16).to(DEV)
+        for signs, stag in ((TE_SIGNS, "te"), (seeded, "seed11")):
+            r = rht_obj(signs)
+            y = ref_rht(x, signs)
+            for spec in ("nvfp4", "mxfp4", "mxfp4:scale_rule=rceil"):
+                sch = resolve_scheme(spec)
+                if x.shape[1] % sch.block_size:
+                    continue
+                ref = fp4spec.quantize(y, sch, backend="numpy")
+                for variant in ("rows", "unfused"):
+                    out = trb.quantize_packed(xt, sch, rht=r, variant=variant)
+                    n += compare(f"{name} {stag} {spec} {variant}", out, ref, x.shape, failures)
+                if spec == "nvfp4":  # given tensor scale (from the RHT + amax pass): the fused kernel alone
+                    sed = tb.tensor_scale(rm.rht_amax(xt.contiguous(), r), sch)
+                    out = trb.quantize_packed(xt, sch, rht=r, s_enc_dec=sed)
+                    n += compare(f"{name} {stag} nvfp4 given", out, ref, x.shape, failures)
+            # RHT + amax pass
+            a = float(rm.rht_amax(xt.contiguous(), r).cpu())
+            wa = np.float32(np.max(np.abs(y))) if not np.isnan(y).any() else np.float32(np.nan)
+            same = (np.isnan(a) and np.isnan(wa)) or np.float32(a) == wa
+            n += bool(same)
+            if not same:
+                failures.append(f"{name} {stag} amax")
+                log(f"  FAIL {name} {stag} amax {a} vs {wa}")
+        # columnwise (unfused) and SR with given bits, float32 output
+        if x.shape[0] % 16 == 0:
+            r = rht_obj(TE_SIGNS)
+            yc = ref_rht(x, TE_SIGNS, axis=0)
+            for spec in ("nvfp4", "mxfp4"):
+                sch = resolve_scheme(spec)
+                if x.shape[0] % sch.block_size:
+                    continue
+                ref = fp4spec.quantize(yc.T.copy(), sch, backend="numpy")
+                out = trb.quantize_packed(xt, sch, rht=r, axis=0)
+                n += compare(f"{name} te {spec} columnwise", out, ref, (x.shape[1], x.shape[0]), failures)
+        rb = rng.integers(0, 256, x.shape).astype(np.uint8)
+        y = ref_rht(x, TE_SIGNS)
+        ref = fp4spec.quantize(y, "nvfp4", rounding="sr", rbits=rb, backend="numpy")
+        out = trb.quantize_packed(xt, "nvfp4", rht=rht_obj(TE_SIGNS), rounding="sr",
+                                  rbits=torch.from_numpy(rb.astype(np.int32)).to(DEV))
+        n += compare(f"{name} te nvfp4 sr", out, ref, x.shape, failures)
+        if x.shape[1] % 32 == 0:
+            y32 = ref_rht(x, TE_SIGNS, out_bf16=False)
+            ref = fp4spec.quantize(y32, "mxfp4", backend="numpy")
+            out = trb.quantize_packed(xt, "mxfp4", rht=rht_obj(TE_SIGNS, "float32"))
+            n += compare(f"{name} te mxfp4 fp32-out", out, ref, x.shape, failures)
+    log(f"check: {n} cases equal, {len(failures)} failures")
+
+
+def check_full(x, failures):
+    r = rht_obj(TE_SIGNS)
+    for spec in ("nvfp4", "mxfp4"):
+        a = trb.quantize_packed(x, spec, rht=r)
+        b = trb.quantize_packed(x, spec, rht=r, variant="unfused")
+        ok = torch.equal(a["packed"], b["packed"]) and torch.equal(a["scales"], b["scales"])
+        log(f"full {spec}: fused == unfused: {ok}")
+        if not ok:
+            failures.append(f"full {spec}")
+
+
+def time_all(x, iters):
+    n = x.shape[0]
+    ne = x.numel()
+    T = lambda fn: cuda_time(fn, iters)  # noqa: E731
+    y = torch.empty_like(x)
+    t_copy = T(lambda: torch.mul(x, 1, out=y))
+    bw = 4 * ne / t_copy
+    log(f"copy kernel {t_copy * 1e3:.3f} ms = {bw / 1e12:.2f} TB/s")
+    nv = resolve_scheme("nvfp4")
+    r = rht_obj(TE_SIGNS)
+    from fp4spec.rht import RHT
+
+    te = RHT.te()
+    sed = tb.tensor_scale(trb.global_amax(x, n, n, n, 1), nv)
+    sed_r = tb.tensor_scale(rm.rht_amax(x, r), nv)
+    rows = []
+
+    def row(name, fn, nbytes):
+        t = T(fn)
+        rows.append((name, t, nbytes))
+        log(f"  {name:<50} {t * 1e3:8.3f} ms {nbytes / t / 1e12:6.2f} TB/s {100 * nbytes / t / bw:6.1f} %")
+        return t
+
+    q_nv, q_mx = ne * (2 + 0.5 + 1 / 16), ne * (2 + 0.5 + 1 / 32)
+    out = {}
+    out["nv plain"] = row("nvfp4 rowwise plain tb (given)", lambda: trb.quantize_packed(x, nv, s_enc_dec=sed), q_nv)
+    out["mx plain"] = row("mxfp4 rowwise plain tb", lambda: trb.quantize_packed(x, "mxfp4"), q_mx)
+    out["nv mma"] = row("nvfp4 rowwise RHT mma fused (given)",
+                        lambda: trb.quantize_packed(x, nv, rht=r, s_enc_dec=sed_r), q_nv)
+    out["mx mma"] = row("mxfp4 rowwise RHT mma fused", lambda: trb.quantize_packed(x, "mxfp4", rht=r), q_mx)
+    for R, w in ((32, 4), (64, 4), (128, 4), (128, 8), (256, 8)):
+        row(f"nvfp4 RHT mma R={R} w={w} (given)",
+            lambda: trb.quantize_packed(x, nv, rht=r, s_enc_dec=sed_r, BM=R, num_warps=w), q_nv)
+        row(f"mxfp4 RHT mma R={R} w={w}", lambda: trb.quantize_packed(x, "mxfp4", rht=r, BM=R, num_warps=w), q_mx)
+    out["nv fwht"] = row("nvfp4 rowwise RHT fwht-fp32 fused (given)",
+                         lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r), q_nv)
+    out["mx fwht"] = row("mxfp4 rowwise RHT fwht-fp32 fused", lambda: trb.quantize_packed(x, "mxfp4", rht=te), q_mx)
+    out["nv plain amax"] = row("nvfp4 rowwise plain incl. amax pass", lambda: trb.quantize_packed(x, nv), q_nv)
+    out["nv mma amax"] = row("nvfp4 rowwise RHT mma incl. RHT+amax pass", lambda: trb.quantize_packed(x, nv, rht=r),
+                             q_nv)
+    row("RHT mma + amax pass", lambda: rm.rht_amax(x, r), 2 * ne)
+    row("amax pass", lambda: trb.global_amax(x, n, n, n, 1), 2 * ne)
+    row("nvfp4 RHT mma unfused (given)",
+        lambda: trb.quantize_packed(x, nv, rht=r, s_enc_dec=sed_r, variant="unfused"), q_nv)
+    row("mxfp4 columnwise RHT mma (unfused)", lambda: trb.quantize_packed(x, "mxfp4", rht=r, axis=0), q_mx)
+    log("ratios (fused RHT + quantize / plain quantize; target <= 1.05):")
+    for a, b in (("nv mma", "nv plain"), ("mx mma", "mx plain"), ("nv fwht", "nv plain"), ("mx fwht", "mx plain"),
+                 ("nv mma amax", "nv plain amax")):
+        log(f"  {a:<12} / {b:<14} {out[a] / out[b]:.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=int, default=16384)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--only", default="check,full,time")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    log(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (interpreter)'}, torch {torch.__version__}, mma arith here: {rm.mma_arith()}")
+    failures = []
+    if "check" in only:
+        check(failures)
+    x = None
+    if only & {"full", "time"}:
+        g = torch.Generator(device=DEV).manual_seed(0)
+        x = torch.randn((args.size, args.size), device=DEV, generator=g).to(torch.bfloat16)
+    if "full" in only:
+        check_full(x, failures)
+    if "time" in only:
+        time_all(x, args.iters)
+    if failures:
+        log(f"FAILURES: {len(failures)}: {failures[:20]}")
+        sys.exit(1)
+    log("all checks equal")
+
+
+if __name__ == "__main__":
+    main()
