@@ -49,8 +49,12 @@ from .triton_rows_fast import (_amax2, _block_scale, _mult_b, _needs_exact, _unp
 
 #: Accumulator models the kernels' bf16 tl.dot computes on each GPU family: Hopper (cc 9.x).
 MMA_ARITHS = {9: "mma:sm90-bf16"}
-#: Fused kernel tile: rows of 64 elements per program, warps.
+#: Fused kernel tile: rows of 64 elements per tile, warps; persistent grid (programs per SM,
+#: pipeline stages of its tile loop).
 FUSED_R, FUSED_WARPS = 64, 4
+FUSED_PERSIST, FUSED_PER_SM, FUSED_STAGES = True, 4, 1
+#: Register cap of the fused kernel (0: the compiler's choice).
+FUSED_MAXNREG = 0
 #: Unfused kernel tile (logical rows per program) and amax tile (rows of 16 per program).
 APPLY_BM, AMAX_R = 64, 256
 
@@ -117,26 +121,35 @@ def _bf16x2(lo, hi, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _wide_words(x_ptr, w_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN: tl.constexpr,
-                INTERP: tl.constexpr):
-    """[R * 4 / G, 2 G, 4] int32: the bf16 RHT of the R * 64 elements from e0 as words of two
-    bf16 (element 2j in the low half), one quantization block per row, by the wide dot (module
-    docstring); word w of a block is [.., w // 4, w % 4]."""
+def _load_wide(w_ptr):
+    n = tl.arange(0, 64)
+    return tl.load(w_ptr + n[:, None] * 64 + n[None, :])
+
+
+@triton.jit
+def _load_a(x_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN: tl.constexpr):
+    """The [R, 64] int16 operand of the wide dot: the R * 64 elements from e0 (for 1 x 32
+    blocks, rows m and m + 8 of each 16-row group hold the two halves of a block)."""
     m = tl.arange(0, R)
-    q = tl.arange(0, 4)
-    kk = tl.arange(0, 16)
+    k = tl.arange(0, 64)
     if G == 1:
         row0 = m * 64
-    else:  # rows m and m + 8 of each 16-row group: the two halves of 1 x 32 blocks
-        row0 = ((m // 16) * 8 + m % 8) * 128 + ((m // 8) % 2) * 16
-    offs = row0[:, None, None] + (q * (16 * G))[None, :, None] + kk[None, None, :]  # [R, 4, 16]
-    if EVEN:
-        xb = tl.load(x_ptr + e0 + offs)
     else:
-        xb = tl.load(x_ptr + e0 + offs, mask=(e0 + offs) < NELEM, other=0)
-    n = tl.arange(0, 64)
-    b = tl.load(w_ptr + n[:, None] * 64 + n[None, :])
-    y = _dot_bf16(tl.reshape(xb, (R, 64)), b, INTERP)  # [R, 64] float32
+        row0 = ((m // 16) * 8 + m % 8) * 128 + ((m // 8) % 2) * 16
+    offs = row0[:, None] + ((k // 16) * (16 * G) + k % 16)[None, :]
+    if EVEN:
+        return tl.load(x_ptr + e0 + offs)
+    else:
+        return tl.load(x_ptr + e0 + offs, mask=(e0 + offs) < NELEM, other=0)
+
+
+@triton.jit
+def _wide_words(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr):
+    """[R * 4 / G, 2 G, 4] int32: the bf16 RHT of the operand a (:func:`_load_a`) as words of
+    two bf16 (element 2j in the low half), one quantization block per row, by the wide dot
+    with b (the wide matrix, :func:`_load_wide`; module docstring); word w of a block is
+    [.., w // 4, w % 4]."""
+    y = _dot_bf16(a, b, INTERP)  # [R, 64] float32
     if G == 1:
         # column 8 i + 2 t + e -> (RHT row t, element 2 i + e)
         y = tl.permute(tl.reshape(y, (R, 8, 4, 2)), (0, 2, 1, 3))  # [R, t, i, e]
@@ -169,28 +182,19 @@ def _words_amax(w):
 
 
 @triton.jit
-def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK,
-                        R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
-                        RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
-                        SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr = True):
-    """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
-
-    x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
-    16), both int16 bf16 bits (:func:`matrices`); q_ptr: int32 words of codes, K/8 per
-    block; s_ptr: uint8 scale codes; ts_ptr: the constants of triton_backend.quantize_packed.
-    A program takes R rows of 64 elements (R * 64 / K blocks); from the bf16 words on it is
-    ``triton_rows_fast``'s tile (block scale, fast encoder, exact fallback per tile).
-    SPREAD=False drops the recomputation of tiles holding a NaN (instruction counts only:
-    wrong on non-finite input)."""
+def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NELEM, NBLK,
+                R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
+                RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
+                SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr):
     G: tl.constexpr = K // 16
     NB: tl.constexpr = R * 4 // G
-    e0 = tl.program_id(0).to(tl.int64) * (R * 64)
-    w = _wide_words(x_ptr, w_ptr, e0, NELEM, R, G, EVEN, INTERP)
+    e0 = tl.cast(tile, tl.int64) * (R * 64)
+    w = _wide_words(a, b, R, G, INTERP)
     vmb = _words_amax(w)
     if SPREAD and tl.max(vmb, axis=0) > 0x7F800000:  # rare: a NaN may have spread across RHT rows
         w = _plain_words(x_ptr, t_ptr, e0, NELEM, R, G, EVEN, INTERP)
         vmb = _words_amax(w)
-    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, _mult_b(ts_ptr, MX), MX, RULE, EMAX, NAN_INF, SCALING)
+    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
     mb = mult[:, None, None]
     q = _word_codes(w, mb, mb * 0.5, mb * 0.25, MX)  # [NB, K / 8]
     if SLOW:
@@ -208,6 +212,46 @@ def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK,
         mblk = (blk0 + rb) < NBLK
         tl.store(q_ptr + oq, q, mask=mblk[:, None])
         tl.store(s_ptr + blk0 + rb, scode.to(tl.uint8), mask=mblk)
+
+
+@triton.jit
+def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, NTILES,
+                        R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
+                        RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
+                        SLOW: tl.constexpr, INTERP: tl.constexpr, PERSIST: tl.constexpr = False,
+                        STAGES: tl.constexpr = 1, WIDE_IN_LOOP: tl.constexpr = False,
+                        SPREAD: tl.constexpr = True):
+    """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
+
+    x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
+    16), both int16 bf16 bits (:func:`matrices`); q_ptr: int32 words of codes, K/8 per
+    block; s_ptr: uint8 scale codes; ts_ptr: the constants of triton_backend.quantize_packed.
+    A tile is R rows of 64 elements (R * 64 / K blocks); from the bf16 words on it is
+    ``triton_rows_fast``'s tile (block scale, fast encoder, exact fallback per tile).
+    PERSIST: a program loops over tiles pid, pid + P, ... (the wide matrix loaded once; the
+    next tile's operand loaded ahead by hand; STAGES > 1 also lets triton pipeline the loop);
+    else one tile per program. SPREAD=False drops the
+    recomputation of tiles holding a NaN (instruction counts only: wrong on non-finite input)."""
+    mult_b = _mult_b(ts_ptr, MX)
+    b = _load_wide(w_ptr)
+    G: tl.constexpr = K // 16
+    pid = tl.program_id(0)
+    if PERSIST:
+        # the next tile's operand is loaded before this tile is computed (one tile in flight
+        # per program besides the one computed; the last prefetch rereads the last tile)
+        a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, G, EVEN)
+        for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
+            nxt = tl.minimum(tile + tl.num_programs(0), NTILES - 1)
+            a_next = _load_a(x_ptr, tl.cast(nxt, tl.int64) * (R * 64), NELEM, R, G, EVEN)
+            if WIDE_IN_LOOP:
+                b = _load_wide(w_ptr)
+            _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NELEM, NBLK, R, K, EVEN, MX, RULE,
+                        EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD)
+            a = a_next
+    else:
+        a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, G, EVEN)
+        _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, pid, NELEM, NBLK, R, K, EVEN, MX,
+                    RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,7 +471,8 @@ def quantize_packed_mma(x, sch, r, *, axis=-1, rounding="rne", rbits=None, sr_bi
     return {"packed": packed, "scales": scales, "global_scale": g, "scheme": sch}
 
 
-def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True):
+def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True, persist=None,
+                   programs_per_sm=None, stages=None, maxnreg=None):
     """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
     kernel alone) and returns triton's compiled kernel (None for an empty tensor)."""
     import torch
@@ -443,8 +488,18 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     flags = rows_flags(sch)
     flags.update(R=R, K=K, EVEN=nel % (R * 64) == 0, SLOW=bool(exact_fallback), INTERP=_interpret(),
                  num_warps=num_warps or FUSED_WARPS)
-    grid = (triton.cdiv(nel, R * 64),)
-    args = (x2.view(torch.int16), w, t, packed.view(torch.int32), scales, ts, nel, nel // K)
+    ntiles = triton.cdiv(nel, R * 64)
+    persist = FUSED_PERSIST if persist is None else persist
+    if persist:
+        sms = torch.cuda.get_device_properties(x2.device).multi_processor_count if x2.is_cuda else 4
+        grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_PER_SM))),)
+        flags.update(PERSIST=True, STAGES=stages or FUSED_STAGES)
+    maxnreg = FUSED_MAXNREG if maxnreg is None else maxnreg
+    if maxnreg and not _interpret():
+        flags["maxnreg"] = maxnreg
+    else:
+        grid = (ntiles,)
+    args = (x2.view(torch.int16), w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles)
 
     def launch():
         if nel:

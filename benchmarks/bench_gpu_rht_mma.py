@@ -188,7 +188,13 @@ def check_full(x, failures):
             failures.append(f"full {spec}")
 
 
-def time_all(x, iters):
+#: (persistent, R, warps, programs per SM, maxnreg) of the fused kernel's sweep.
+SWEEP = [(False, 64, 4, 0, 0), (True, 64, 4, 2, 0), (True, 64, 4, 3, 0), (True, 64, 4, 4, 0), (True, 64, 4, 4, 128),
+         (True, 64, 4, 6, 96), (True, 64, 4, 8, 80), (True, 128, 8, 2, 0), (True, 128, 8, 3, 128), (True, 128, 8, 4, 96),
+         (True, 32, 4, 8, 96), (True, 32, 4, 12, 64), (True, 64, 8, 4, 0)]
+
+
+def time_all(x, iters, failures):
     n = x.shape[0]
     ne = x.numel()
     T = lambda fn: cuda_time(fn, iters)  # noqa: E731
@@ -218,10 +224,26 @@ def time_all(x, iters):
     out["nv mma"] = row("nvfp4 rowwise RHT mma fused (given)",
                         lambda: trb.quantize_packed(x, nv, rht=r, s_enc_dec=sed_r), q_nv)
     out["mx mma"] = row("mxfp4 rowwise RHT mma fused", lambda: trb.quantize_packed(x, "mxfp4", rht=r), q_mx)
-    for R, w in ((32, 4), (64, 4), (128, 4), (128, 8), (256, 8)):
-        row(f"nvfp4 RHT mma R={R} w={w} (given)",
-            lambda: trb.quantize_packed(x, nv, rht=r, s_enc_dec=sed_r, BM=R, num_warps=w), q_nv)
-        row(f"mxfp4 RHT mma R={R} w={w}", lambda: trb.quantize_packed(x, "mxfp4", rht=r, BM=R, num_warps=w), q_mx)
+    ts_nv = trb.two_level_consts(nv, x.device, s_enc_dec=sed_r)
+    ts_mx = trb.mx_consts(resolve_scheme("mxfp4"), x.device)
+    pk = torch.empty((n, n // 2), dtype=torch.uint8, device=x.device)
+    for spec, ts, nb, bytes_ in (("nvfp4", ts_nv, n // 16, q_nv), ("mxfp4", ts_mx, n // 32, q_mx)):
+        sc = torch.empty((n, nb), dtype=torch.uint8, device=x.device)
+        sch = resolve_scheme(spec)
+        want = trb.quantize_packed(x, sch, rht=r, variant="unfused", **({"s_enc_dec": sed_r} if spec == "nvfp4" else {}))
+        for persist, R, w, per_sm, mr in SWEEP:
+            launch = rm.fused_launcher(x, pk, sc, ts, sch, r, R=R, num_warps=w, persist=persist, programs_per_sm=per_sm,
+                                       maxnreg=mr)
+            try:
+                k = launch()
+                regs = getattr(k, "n_regs", "?")
+                if not (torch.equal(pk, want["packed"]) and torch.equal(sc, want["scales"])):
+                    failures.append(f"sweep {spec} {persist} {R} {w} {per_sm} {mr}")
+                    log(f"  FAIL sweep {spec} {persist} {R} {w} {per_sm} {mr}: differs from the unfused path")
+                row(f"{spec} mma {'persist x' + str(per_sm) if persist else 'grid'} R={R} w={w} maxnreg={mr} "
+                    f"regs={regs}", launch, bytes_)
+            except Exception as exc:  # a configuration that does not compile or launch
+                log(f"  {spec} {persist} {R} {w} {per_sm} {mr}: {type(exc).__name__}: {str(exc)[:100]}")
     out["nv fwht"] = row("nvfp4 rowwise RHT fwht-fp32 fused (given)",
                          lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r), q_nv)
     out["mx fwht"] = row("mxfp4 rowwise RHT fwht-fp32 fused", lambda: trb.quantize_packed(x, "mxfp4", rht=te), q_mx)
@@ -257,7 +279,7 @@ def main():
     if "full" in only:
         check_full(x, failures)
     if "time" in only:
-        time_all(x, args.iters)
+        time_all(x, args.iters, failures)
     if failures:
         log(f"FAILURES: {len(failures)}: {failures[:20]}")
         sys.exit(1)
