@@ -555,8 +555,9 @@ def model_dot(a, b, acc, accumulator="sm90-bf16") -> np.ndarray:
         raise ValueError(f"accumulator: {model.name!r} has algorithm {model.algorithm!r} and scales "
                          f"{model.scales!r}; model_dot needs a bf16 tensor-core model: algorithm 'fdpa' with scales "
                          f"'bf16_operand' (e.g. 'sm90-bf16')")
-    va = np.asarray(a, np.float32).astype(np.float64)
-    vb = np.asarray(b, np.float32).astype(np.float64).T
+    with np.errstate(invalid="ignore"):  # a signalling NaN stays a NaN
+        va = np.asarray(a, np.float32).astype(np.float64)
+        vb = np.asarray(b, np.float32).astype(np.float64).T
     acc = np.asarray(acc, np.float32)
     if va.ndim != 2 or vb.ndim != 2 or va.shape[1] != vb.shape[1] or acc.shape != (va.shape[0], vb.shape[0]):
         raise ValueError(f"a, b, acc: expected a (M x K), b (K x N) and acc (M x N), got shapes "
