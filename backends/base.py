@@ -32,7 +32,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from fp4spec.block_schemes import OVERRIDES, Scheme, get_scheme, schemes as _catalogue
-from fp4spec.rht import ARITHS, OUT_DTYPES, RHT, RHT_SIZES, resolve_rht
+from fp4spec.rht import MMA_SIZES, OUT_DTYPES, RHT, RHT_SIZES, arith_names, check_size_arith, resolve_rht
 from fp4spec.rounding import DEFAULT_SR_BITS, ROUNDING_MODES
 
 #: Operations a backend may claim. ``quantize`` is required; ``matmul`` comes with
@@ -181,19 +181,33 @@ def _tuple_of_str(value, field: str) -> tuple[str, ...]:
     return out
 
 
+def _valid_size_arith(size: int, arith: str) -> bool:
+    """True if ``size`` and ``arith`` make an RHT (:func:`fp4spec.rht.check_size_arith`)."""
+    try:
+        check_size_arith(size, arith)
+    except ValueError:
+        return False
+    return True
+
+
 def check_rht_spec(spec, field: str = "rht") -> str:
     """An RHT spec ``"size/arith"`` or ``"size/arith/out_dtype"`` (``"16/fwht-fp32"``,
-    ``"16/fwht-fp32/bfloat16"``) in canonical form, or a BackendError naming the bad part.
-    An :class:`~fp4spec.rht.RHT` gives its ``spec`` (every output dtype)."""
+    ``"16/fwht-fp32/bfloat16"``, ``"16/mma:sm90-bf16"``) in canonical form, or a
+    BackendError naming the bad part. The size and arithmetic must go together
+    (:func:`fp4spec.rht.check_size_arith`: an ``"mma:<model>"`` arithmetic takes sizes 16
+    and 64 only). An :class:`~fp4spec.rht.RHT` gives its ``spec`` (every output dtype)."""
     if isinstance(spec, RHT):
         return spec.spec
     parts = spec.split("/") if isinstance(spec, str) else []
     ok = len(parts) in (2, 3) and parts[0].strip().isdigit() and int(parts[0]) in RHT_SIZES \
-        and parts[1].strip() in ARITHS and (len(parts) == 2 or parts[2].strip() in OUT_DTYPES)
+        and _valid_size_arith(int(parts[0]), parts[1].strip()) \
+        and (len(parts) == 2 or parts[2].strip() in OUT_DTYPES)
     if not ok:
         raise BackendError(f"{field}: {spec!r} is not an RHT spec 'size/arith' or 'size/arith/out_dtype' with size "
-                           f"one of {', '.join(map(str, RHT_SIZES))}, arith one of {', '.join(map(repr, ARITHS))}, "
-                           f"out_dtype one of {', '.join(map(repr, OUT_DTYPES))} (e.g. '16/fwht-fp32')")
+                           f"one of {', '.join(map(str, RHT_SIZES))}, arith one of "
+                           f"{', '.join(map(repr, arith_names()))} (an 'mma:<model>' arith: size "
+                           f"{' or '.join(map(str, MMA_SIZES))} only), out_dtype one of "
+                           f"{', '.join(map(repr, OUT_DTYPES))} (e.g. '16/fwht-fp32')")
     return "/".join([str(int(parts[0]))] + [p.strip() for p in parts[1:]])
 
 

@@ -2,8 +2,9 @@
 
 It supports everything the spec defines -- every catalogued scheme and every override of
 one, every rounding mode (HiF4: its own rounding only), any ``sr_bits`` in [1, 32], every
-RHT (each size and arithmetic of :mod:`fp4spec.rht`, composed as ``rht.apply`` then the
-emulator), and the optional operations ``dequantize``, ``encode``, ``pack`` (low nibble first),
+RHT (each size and arithmetic of :mod:`fp4spec.rht` that go together, the ``mma:sm90-bf16``
+arithmetic at sizes 16 and 64 only; composed as ``rht.apply`` then the emulator), and the
+optional operations ``dequantize``, ``encode``, ``pack`` (low nibble first),
 ``to_blocked`` (cuBLAS 128x4) and ``matmul`` (:func:`fp4spec.matmul`, with every accumulator
 model of :data:`fp4spec.accumulators`). It is the reference the conformance suite compares other
 backends with; the emulator it wraps is tested equal to the scalar reference elsewhere.
@@ -23,7 +24,7 @@ from fp4spec.packing import pack as _pack
 from fp4spec.rht import ARITHS, RHT_SIZES
 from fp4spec.rounding import DEFAULT_SR_BITS, ROUNDING_MODES
 
-from .base import Availability, Backend, Capabilities, resolve_scheme
+from .base import Availability, Backend, Capabilities, _valid_size_arith, resolve_scheme
 
 
 def _hif4_available() -> bool:
@@ -54,7 +55,7 @@ class NumpyBackend(Backend):
             any_overrides=True,
             notes="fp4spec emulator (numpy, float32 operations as the spec states them)",
             accumulators=tuple(_accumulators),
-            rht=tuple(f"{n}/{a}" for n in RHT_SIZES for a in ARITHS),
+            rht=tuple(f"{n}/{a}" for n in RHT_SIZES for a in ARITHS if _valid_size_arith(n, a)),
         )
 
     def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=DEFAULT_SR_BITS, rht=None):

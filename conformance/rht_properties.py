@@ -27,6 +27,17 @@ The bf16/element tie kinds are built backwards from the transformed values: inte
 ``w`` give ``x = s * (H w) / size``, so that the butterfly of ``s * x`` is exactly ``w`` and
 ``y = fp32(w * c)`` (exact for sizes 16 and 64).
 
+Tensor-core arithmetics (``"mma:<model>"`` specs, e.g. ``"16/mma:sm90-bf16"``) take BF16
+input only (:func:`fp4spec.rht.rht`, step M1), so every input is rounded to BF16 (RNE), and
+the kinds whose point would not survive that rounding are built from BF16 values instead:
+``bf16_ties`` and ``element_ties`` from rows with two non-zero entries ``u_0, u_q`` of
+``u = s * x`` (every output is ``c * (u_0 +- u_q)``: with ``u_0 = a * 2^k``, ``u_q = 2^(k-1)``
+each output is an odd 9-bit integer times a power of two, a BF16 tie; with ``c (u_0 +- u_q)``
+= (grid top, a midpoint) half of the outputs are element midpoints), ``specials``' subnormal
+rows from BF16 subnormals (multiples of 2^-133). ``wide_span`` keeps its cancelling pairs
+``(B, t, -B)``: the fused MMA step keeps ``t`` when ``B / t`` is below about 2^25, which the
+butterfly never does.
+
 Backends whose ``quantize`` takes an ``axis`` keyword (torch, triton) are also checked
 columnwise: ``quantize(x.T, axis=0, rht=r)`` -- TE's wgrad path -- must equal the rowwise
 reference.
@@ -44,7 +55,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from fp4spec.backends.base import Capabilities, as_numpy
-from fp4spec.rht import RHT, hadamard
+from fp4spec.rht import MMA_PREFIX, RHT, hadamard
 
 from . import builders
 from .compare import Departure, compare_quantized, depart, tensor_record
@@ -112,6 +123,29 @@ def _signs(r: RHT) -> np.ndarray:
     return np.array(r.signs, np.float64)
 
 
+def _is_mma(r: RHT) -> bool:
+    """True for a tensor-core arithmetic (``"mma:<model>"``: BF16 input only)."""
+    return r.arith.startswith(MMA_PREFIX)
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """x rounded to BF16 (RNE), as float32."""
+    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def _two_term_rows(rng, shape, r, u0, uq) -> np.ndarray:
+    """x whose every RHT row has ``s * x`` = ``u0`` at position 0 and ``uq`` at a random
+    position q > 0 (zeros elsewhere): each output is ``c * (u0 +- uq)`` (``H[0, j] = 1``).
+    ``u0``, ``uq``: arrays of one value per RHT row."""
+    rows, cols = shape
+    n = r.size
+    u = np.zeros((rows * cols // n, n))
+    q = rng.integers(1, n, u.shape[0])
+    u[:, 0] = u0
+    u[np.arange(u.shape[0]), q] = uq
+    return (u * _signs(r)).reshape(shape)
+
+
 def _from_targets(w: np.ndarray, r: RHT) -> np.ndarray:
     """x with ``butterfly(s * x) == w`` exactly, rows of r.size along the last axis (w integers < 2^12)."""
     h = hadamard(r.size).astype(np.float64)
@@ -154,7 +188,21 @@ def _wide_span(rng, shape, r, scheme):
     return x.astype(np.float32)
 
 
+def _bf16_ties_mma(rng, shape, r, scheme):
+    # u0 = a * 2^k (a: 8 bits, 129..255), uq = +-2^(k-1): u0 +- uq = (2a +- 1) * 2^(k-1), odd 9-bit
+    nrows = shape[0] * shape[1] // r.size
+    k = rng.integers(0, 4, nrows)
+    u0 = rng.integers(129, 256, nrows) * np.exp2(k) * rng.choice([-1.0, 1.0], nrows)
+    uq = np.exp2(k - 1) * rng.choice([-1.0, 1.0], nrows)
+    x = _two_term_rows(rng, shape, r, u0, uq)
+    plain = rng.random(nrows) < 0.2  # some ordinary BF16 rows between them
+    x.reshape(nrows, r.size)[plain] = _bf16(rng.standard_normal((int(plain.sum()), r.size)) * 64)
+    return _scale_pow2(rng, x, -30, 30)
+
+
 def _bf16_ties(rng, shape, r, scheme):
+    if _is_mma(r):
+        return _bf16_ties_mma(rng, shape, r, scheme)
     # w: odd 9-significant-bit integers times 2^0..3 -> y = w * c halfway between two BF16 values
     w = (256 + 2 * rng.integers(0, 128, shape) + 1) * np.exp2(rng.integers(0, 3, shape))
     w *= rng.choice([-1.0, 1.0], shape)
@@ -168,6 +216,12 @@ def _element_ties(rng, shape, r, scheme):
     top = float(np.max(grid))
     mids = (grid[:-1] + grid[1:]) / 2
     c = 1.0 / math.sqrt(r.size)
+    if _is_mma(r):  # outputs c * (u0 +- uq) = +-top and +-m: each block's amax at the top, half midpoints
+        nrows = shape[0] * shape[1] // r.size
+        m = rng.choice(mids, nrows)
+        sign = rng.choice([-1.0, 1.0], nrows)
+        x = _two_term_rows(rng, shape, r, sign * (top + m) / (2 * c), sign * (top - m) / (2 * c))
+        return _scale_pow2(rng, x, -10, 10)
     y = rng.choice(np.concatenate([mids, grid]), shape) * rng.choice([-1.0, 1.0], shape)
     k = scheme.block_size
     y.reshape(shape[0], -1, k)[:, :, 0] = top  # each block's amax at the grid's top: MX scale 2^0
@@ -201,8 +255,9 @@ def _specials(rng, shape, r, scheme):
             x[i, c0 + int(rng.integers(0, n))] = np.inf  # inf - inf in a butterfly: NaN
         elif kind == "overflow":
             x[i, seg] = f.max * np.float32(0.75) * rng.choice([-1.0, 1.0], n).astype(np.float32)
-        elif kind == "subnormal":
-            x[i, seg] = f.smallest_subnormal * rng.integers(-40, 40, n).astype(np.float32)
+        elif kind == "subnormal":  # mma: BF16 subnormals (multiples of 2^-133)
+            tiny = np.float32(2.0 ** -133) if _is_mma(r) else f.smallest_subnormal
+            x[i, seg] = tiny * rng.integers(-40, 40, n).astype(np.float32)
     return x
 
 
@@ -211,11 +266,15 @@ _BUILDERS = {"student_t": _student_t, "wide_span": _wide_span, "bf16_ties": _bf1
 
 
 def rht_tensor(rng, scheme, r: RHT, kind: str) -> np.ndarray:
-    """A float32 input of :data:`RHT_KINDS` ``kind`` for scheme and transform r (:func:`rht_shape`)."""
+    """A float32 input of :data:`RHT_KINDS` ``kind`` for scheme and transform r (:func:`rht_shape`);
+    for a tensor-core arithmetic (``"mma:<model>"``) every value is a BF16 value (RNE)."""
     if kind not in _BUILDERS:
         raise ValueError(f"kind: {kind!r} is not one of {', '.join(RHT_KINDS)}")
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.ascontiguousarray(_BUILDERS[kind](rng, rht_shape(scheme, r.size, kind), r, scheme), np.float32)
+        x = np.asarray(_BUILDERS[kind](rng, rht_shape(scheme, r.size, kind), r, scheme), np.float32)
+        if _is_mma(r):
+            x = _bf16(x)
+    return np.ascontiguousarray(x, np.float32)
 
 
 # -- the check ------------------------------------------------------------------------------------------
@@ -264,6 +323,11 @@ def _diagnose(env, t, case, got) -> list[str]:
     r, x, rb = case.rht, case.x, case.rbits
     notes = []
     tries = []
+    if _is_mma(r):
+        tries.append((RHT(r.size, r.signs, "fwht-fp32", r.out_dtype),
+                      "it equals the result with arith='fwht-fp32': the backend ran the float32 butterfly, not "
+                      f"the tensor-core dot of {r.arith!r} (a fused step per k = 16 with truncation, every zero "
+                      f"+0)"))
     if r.arith == "fwht-fp32":
         tries.append((RHT(r.size, r.signs, "float64", r.out_dtype),
                       "it equals the result with the RHT summed in float64 (arith='float64'): the backend's "

@@ -6,13 +6,18 @@ NVFP4 RHT (schemes.md section 4) with pinned float32 arithmetic: rows of 16 are 
 sizes (32, 64, 128: Quartet, QuTLASS) and other sign vectors are the same definition with
 other parameters.
 
-Two arithmetics (``arith=``):
+Three arithmetics (``arith=``):
 
 * ``"float64"`` (the default of :func:`rht`, used by :mod:`fp4spec.analysis`): the sums in
   float64, in numpy's matmul order, then one conversion to ``out_dtype``.
 * ``"fwht-fp32"`` (the default of :class:`RHT`, what :func:`fp4spec.quantize` and the kernels
   use): a fast Walsh-Hadamard transform whose every operation is one float32 IEEE operation
   in a fixed order, so that a kernel can match it bit for bit (:func:`rht`, steps F1-F5).
+* ``"mma:sm90-bf16"`` (and ``"mma:<model>"`` for other registered bf16 tensor-core models):
+  ``x_row . T`` as one bf16 tensor-core dot with an FP32 accumulator, under the named
+  accumulator model of :mod:`fp4spec.accumulator_models` (:func:`rht`, steps M1-M5): what
+  a kernel that computes the transform with a bf16 tensor-core dot (as TransformerEngine's
+  fused RHT kernels do) computes on a Hopper GPU. BF16 input only; sizes 16 and 64.
 
 :class:`RHT` bundles the parameters (size, signs, arithmetic, output dtype) into one frozen
 value; :func:`resolve_rht` turns the user-facing ``rht=`` argument into one.
@@ -41,8 +46,16 @@ SIGN_PRESETS = {"te": TE_SIGNS}
 #: Accepted ``out_dtype=`` names (``None``: see :func:`rht`).
 OUT_DTYPES = ("float32", "float64", "bfloat16")
 
-#: Accepted ``arith=`` names: the float64 definition and the pinned float32 butterfly.
-ARITHS = ("float64", "fwht-fp32")
+#: Prefix of the tensor-core arithmetics: ``"mma:<accumulator model>"``.
+MMA_PREFIX = "mma:"
+
+#: Accepted ``arith=`` names: the float64 definition, the pinned float32 butterfly and the
+#: tensor-core dot under the ``sm90-bf16`` accumulator model. :func:`check_arith` also takes
+#: ``"mma:<name>"`` for any other registered bf16 tensor-core model (:func:`arith_names`).
+ARITHS = ("float64", "fwht-fp32", "mma:sm90-bf16")
+
+#: Sizes the ``"mma:<model>"`` arithmetics take: T's entries (+-1/4, +-1/8) are exact in bfloat16.
+MMA_SIZES = (16, 64)
 
 
 def check_size(size) -> int:
@@ -52,11 +65,76 @@ def check_size(size) -> int:
     return int(size)
 
 
+def _mma_capable(model) -> bool:
+    return model.algorithm == "fdpa" and model.scales == "bf16_operand"
+
+
+def arith_names() -> tuple[str, ...]:
+    """Every ``arith=`` accepted now: :data:`ARITHS`, then ``"mma:<name>"`` for each other
+    registered accumulator model with algorithm ``"fdpa"`` and scales ``"bf16_operand"``
+    (:func:`fp4spec.register_accumulator`)."""
+    from .accumulator_models import accumulators
+
+    extra = tuple(MMA_PREFIX + n for n, m in accumulators.items() if _mma_capable(m))
+    return ARITHS + tuple(a for a in extra if a not in ARITHS)
+
+
+def _allowed() -> str:
+    return (f"{', '.join(map(repr, arith_names()))} (or 'mma:<name>' for a registered accumulator model with "
+            f"algorithm 'fdpa' and scales 'bf16_operand')")
+
+
 def check_arith(arith) -> str:
-    """``arith`` if it is one of :data:`ARITHS`, else a ValueError naming the allowed values."""
-    if not isinstance(arith, str) or arith not in ARITHS:
-        raise ValueError(f"arith: {arith!r} is not one of {', '.join(map(repr, ARITHS))}")
-    return arith
+    """``arith`` if it is one of :data:`ARITHS` or ``"mma:<name>"`` for a registered
+    accumulator model with algorithm ``"fdpa"`` and scales ``"bf16_operand"`` (a bf16
+    tensor-core model: :func:`mma_model`), else a ValueError naming the argument and the
+    allowed values."""
+    if isinstance(arith, str) and arith in ARITHS[:2]:
+        return arith
+    if isinstance(arith, str) and arith.startswith(MMA_PREFIX):
+        from .accumulator_models import accumulators
+
+        name = arith[len(MMA_PREFIX):]
+        model = accumulators.get(name)
+        if model is None:
+            raise ValueError(f"arith: {arith!r} names no registered accumulator model ({name!r}); allowed: "
+                             f"{_allowed()}")
+        if not _mma_capable(model):
+            raise ValueError(f"arith: {arith!r}: accumulator model {name!r} has algorithm {model.algorithm!r} and "
+                             f"scales {model.scales!r}, not a bf16 tensor-core model (algorithm 'fdpa', scales "
+                             f"'bf16_operand'); allowed: {_allowed()}")
+        return arith
+    raise ValueError(f"arith: {arith!r} is not one of {_allowed()}")
+
+
+def mma_model(arith):
+    """The :class:`~fp4spec.accumulator_models.AccumulatorModel` an ``"mma:<name>"``
+    arithmetic names (checked by :func:`check_arith`), or None for ``"float64"`` and
+    ``"fwht-fp32"``."""
+    arith = check_arith(arith)
+    if not arith.startswith(MMA_PREFIX):
+        return None
+    from .accumulator_models import get_accumulator
+
+    return get_accumulator(arith[len(MMA_PREFIX):])
+
+
+def check_size_arith(size, arith) -> tuple[int, str]:
+    """(size, arith) checked together: each on its own (:func:`check_size`,
+    :func:`check_arith`), and an ``"mma:<model>"`` arithmetic only with sizes
+    :data:`MMA_SIZES` whose length the model's ``k_step`` divides; else a ValueError naming
+    both arguments."""
+    size, arith = check_size(size), check_arith(arith)
+    model = mma_model(arith)
+    if model is not None:
+        if size not in MMA_SIZES:
+            raise ValueError(f"size: {size} with arith {arith!r}: the mma arithmetic takes size "
+                             f"{' or '.join(map(str, MMA_SIZES))} only (T = diag(s) H / sqrt(size) must be exact "
+                             f"in bfloat16; 1/sqrt({size}) is not)")
+        if size % model.k_step:
+            raise ValueError(f"size: {size} with arith {arith!r}: the model's step k_step={model.k_step} does not "
+                             f"divide the size")
+    return size, arith
 
 
 def hadamard(size: int) -> np.ndarray:
@@ -129,7 +207,7 @@ def fwht_scale(size: int) -> np.float32:
 
 def _out_dtype(out_dtype, x: np.ndarray, arith: str = "float64"):
     if out_dtype is None:
-        if arith == "fwht-fp32":
+        if arith != "float64":  # fwht-fp32 and mma:<model>
             return np.dtype(np.float32)
         return np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
     name = out_dtype if isinstance(out_dtype, str) else getattr(np.dtype(out_dtype), "name", str(out_dtype))
@@ -175,9 +253,69 @@ def fwht_fp32(blocks: np.ndarray) -> np.ndarray:
     return u
 
 
+def _bf16_operand(x, arith: str) -> np.ndarray:
+    """Step M1: ``x`` as float32 holding bfloat16 values, or a ValueError naming ``x``."""
+    a = np.asarray(x)
+    if a.dtype == ml_dtypes.bfloat16:
+        return a.astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        a32 = a.astype(np.float32)
+        back = a32.astype(a.dtype)
+    nan = np.isnan(a32)
+    bad = ~nan & (((a32.view(np.uint32) & 0xFFFF) != 0) | (back != a))
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"x: arith {arith!r} computes x . T on the tensor cores, whose operand is bfloat16; "
+                         f"x{list(idx)} = {a[idx].item()!r} ({a.dtype}) is not a bfloat16 value ({int(bad.sum())} such "
+                         f"elements): give a bfloat16 array, or values that are exactly bfloat16 (round first, "
+                         f"e.g. x.astype(ml_dtypes.bfloat16))")
+    return a32
+
+
+def mma_transform_matrix(size: int, signs, inverse: bool = False) -> np.ndarray:
+    """Step M3: ``T = diag(s) @ H / sqrt(size)`` (``inverse``: ``T^T = H @ diag(s) / sqrt(size)``)
+    as a float32 array of bfloat16 values (+-1/4 for size 16, +-1/8 for 64: exact)."""
+    size = int(size)
+    if size not in MMA_SIZES:
+        raise ValueError(f"size: {size!r} is not one of {', '.join(map(str, MMA_SIZES))} (the mma arithmetic)")
+    s = np.asarray(signs, np.float64)
+    t = s[:, None] * hadamard(size).astype(np.float64) / math.sqrt(size)
+    if inverse:
+        t = t.T
+    return t.astype(np.float32)
+
+
+#: Rows of one :func:`~fp4spec.emulator.gemm.model_dot` call in the mma arithmetic (bounds memory).
+_MMA_CHUNK_ELEMENTS = 1 << 16
+
+
+def _mma_rows(rows: np.ndarray, t: np.ndarray, model) -> np.ndarray:
+    """Step M4 on float32 rows (R x size) of bf16 values: ``model_dot(rows, T, +0)`` in
+    chunks of rows (each row is independent), NaN results as ``model.nan_bits``."""
+    from .emulator.gemm import model_dot
+
+    size = t.shape[0]
+    out = np.empty(rows.shape, np.float32)
+    step = max(1, _MMA_CHUNK_ELEMENTS // size)
+    for r0 in range(0, rows.shape[0], step):
+        chunk = rows[r0:r0 + step]
+        out[r0:r0 + step] = model_dot(chunk, t, np.zeros((chunk.shape[0], size), np.float32), model)
+    nan = np.array([model.nan_bits], np.uint32).view(np.float32)[0]
+    return np.where(np.isnan(out), nan, out).astype(np.float32)
+
+
+def bf16_rne(y: np.ndarray, nan_bits: int) -> np.ndarray:
+    """Step M5's ``"bfloat16"``: float32 ``y`` rounded to nearest even on its bit pattern
+    (overflow to +-Inf as IEEE says), every NaN as ``nan_bits >> 16`` (0x7FFF for the
+    NVIDIA NaN 0x7FFFFFFF); an ``ml_dtypes.bfloat16`` array."""
+    b = np.ascontiguousarray(y, np.float32).view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
+    r = np.where(np.isnan(y), (nan_bits >> 16) & 0xFFFF, r).astype(np.uint16)
+    return r.view(ml_dtypes.bfloat16)
+
+
 def _blockwise(x, size, seed, signs, axis, out_dtype, inverse: bool, arith: str = "float64") -> np.ndarray:
-    size = check_size(size)
-    arith = check_arith(arith)
+    size, arith = check_size_arith(size, arith)
     s8 = rht_signs(size, seed=seed, signs=signs)
     a = _as_real(x)
     if a.ndim == 0:
@@ -189,6 +327,15 @@ def _blockwise(x, size, seed, signs, axis, out_dtype, inverse: bool, arith: str 
     if n % size:
         raise ValueError(f"x: length {n} along axis {axis} is not a multiple of size {size}")
     dt = _out_dtype(out_dtype, a, arith)
+    model = mma_model(arith)
+    if model is not None:
+        moved = np.moveaxis(_bf16_operand(x, arith), axis, -1)  # M1
+        t = mma_transform_matrix(size, s8, inverse)  # M3
+        y = _mma_rows(moved.reshape(-1, size), t, model).reshape(moved.shape)  # M4
+        out = np.moveaxis(y, -1, axis)
+        if dt == np.dtype(ml_dtypes.bfloat16):  # M5
+            return np.ascontiguousarray(bf16_rne(out, model.nan_bits))
+        return np.ascontiguousarray(out.astype(dt))
     if arith == "fwht-fp32":
         moved = np.moveaxis(_as_float32(a), axis, -1)
         blocks = moved.reshape(moved.shape[:-1] + (n // size, size))
@@ -268,9 +415,64 @@ def rht(x, size: int = 16, *, seed=None, signs=None, axis: int = -1, out_dtype=N
     ``y_0 = 0``. For sizes 32 and 128 the constant ``c`` of F4 is rounded to float32 first,
     so the two arithmetics can differ in the last float32 bit even when the sums are exact.
 
+    ``arith="mma:<model>"`` (``"mma:sm90-bf16"``: the tensor-core arithmetic; ``<model>``
+    is a registered accumulator model with algorithm ``"fdpa"`` and scales
+    ``"bf16_operand"``, see :func:`check_arith`), per row of ``size`` elements:
+
+    - M1. x must hold bfloat16 values: an ``ml_dtypes.bfloat16`` array, or a float16,
+      float32, float64 (or integer) array whose every element is exactly a bfloat16 value
+      (NaN and +-Inf allowed); otherwise ValueError naming ``x`` (the transform's operand is
+      bfloat16). :func:`fp4spec.quantize` converts its input to float32 before the RHT, so
+      float32 holding bf16 values is what it passes.
+    - M2. ``size`` must be 16 or 64 (:data:`MMA_SIZES`: T's entries +-1/4, +-1/8 are exact
+      in bf16); 32 and 128 raise ValueError naming ``size``.
+    - M3. ``T = diag(s) . H / sqrt(size)`` as bf16 values, exact
+      (:func:`mma_transform_matrix`); the inverse uses ``T^T = H . diag(s) / sqrt(size)``.
+    - M4. ``y_row = model_dot(x_row, T, +0, model)``
+      (:func:`fp4spec.emulator.gemm.model_dot`): the model's chained fused steps of
+      ``k_step`` elements (16 for sm90-bf16) in ascending k, the FP32 accumulator starting
+      at +0.0. Each step aligns the step's ``size`` products ``x_i T[i, j]`` (exact) and the
+      accumulator to the largest exponent, truncates them to ``frac_bits`` fractional bits
+      (25), sums them exactly and rounds the sum to float32 with ``final_rounding`` (RZ);
+      with ``zero_sign="positive"`` every zero is +0.0. A step whose float64 sum of products
+      and accumulator is +-Inf gives that Inf (only an Inf input does that: products of
+      finite bf16 values cannot overflow float64); NaN (a NaN input, or Infs of both
+      signs; T has no zero entry, so no Inf * 0) gives NaN. Every NaN result is the model's NaN
+      ``nan_bits`` (0x7FFFFFFF for sm90-bf16).
+    - M5. Round to ``out_dtype``: ``"bfloat16"`` RNE on the float32 bits (overflow to
+      +-Inf; a NaN becomes ``nan_bits >> 16``, 0x7FFF); ``"float32"`` as is; ``"float64"``
+      widened. ``None`` means ``"float32"``.
+
+    Where mma differs from fwht-fp32 (both on the same BF16 input; for sizes 16 and 64
+    they give the same bits whenever every butterfly partial sum is exact in float32, the
+    fused sums need no rounding and no -0.0 arises, e.g. on non-zero small integers):
+
+    * Sums that a butterfly rounds but the fused sum keeps: the fused step keeps 25 bits
+      below the largest product, whatever the order. In the example above
+      (``x = [2^24, 1, -2^24, 0, ..., 0]``, TE signs) mma gives the exact ``y_0 = 0.25``
+      where fwht-fp32 gives 0. A butterfly stage can also overflow where the exact sum is
+      small: with ``M`` the largest finite bf16 (0x7F7F) and TE signs,
+      ``x = [M, M, -M, M, 0, ..., 0]`` (``s * x = [M, M, -M, -M, 0, ...]``) has
+      ``y_0 = 0``: mma gives +0, fwht-fp32 NaN (``fp32(M + M) = Inf``, then ``Inf - Inf``).
+    * The fused step rounds toward zero, the butterfly to nearest: ``x = [1, 3 * 2^-25,
+      0, ..., 0]`` (TE signs) has ``y_0 = (1 + 3 * 2^-25) / 4``; mma truncates it to
+      0.25, fwht-fp32 gives ``0.25 + 2^-25`` (float32 output; BF16 output: both 0.25). In
+      the first example, ``y_3 = (2^25 - 1) / 4 = 2^23 - 0.25``: mma truncates to
+      ``2^23 - 0.5``, a float32 RNE sum (and float64) gives the even ``2^23``.
+    * Zero signs: every zero mma returns is +0.0 under sm90-bf16 (``-0.0`` inputs, exact
+      cancellations, negative sums truncated to zero); fwht-fp32 gives -0.0 where IEEE
+      signed-zero sums do (an all -0.0 row gives ``y_14 = -0.0`` with TE's signs).
+    * NaN bits: mma's NaN is the model's (0x7FFFFFFF, BF16 0x7FFF); fwht-fp32's is the
+      host's IEEE NaN.
+
     Relation to TE: TE runs the product ``x_row . diag(s) . H16 / 4`` on MMA hardware with
-    FP32 accumulation in an order it does not specify, then rounds to BF16. For BF16 input,
-    ``signs="te"``, ``size=16`` and ``out_dtype="bfloat16"`` both arithmetics give TE's
+    FP32 accumulation, then rounds to BF16. ``arith="mma:sm90-bf16"`` is that product on a
+    Hopper tensor core (bf16 ``wgmma``/``mma.sync``, k = 16 per instruction), bit for bit
+    under the measured sm90-bf16 model: a kernel that computes the transform with a
+    tensor-core dot (one ``tl.dot`` of the row block by T) on Hopper gives these bits.
+    TE's fused RHT kernels run on Blackwell (sm100), whose bf16 MMA is not measured here:
+    register its model (:func:`fp4spec.register_accumulator`, algorithm ``"fdpa"``,
+    scales ``"bf16_operand"``) and use ``arith="mma:<that model>"``. fwht-fp32 gives TE's
     result whenever TE's FP32 accumulation and the butterfly's partial sums are exact;
     otherwise they can differ by where the FP32 sums round.
 
@@ -280,7 +482,8 @@ def rht(x, size: int = 16, *, seed=None, signs=None, axis: int = -1, out_dtype=N
     Raises:
         ValueError: bad ``size``, ``axis``, ``out_dtype``, ``arith`` or signs; neither or
             both of ``seed`` and ``signs``; a length along ``axis`` that is not a multiple
-            of ``size``.
+            of ``size``; for an mma arithmetic, x not bfloat16-valued (M1) or a size other
+            than 16 or 64 (M2).
     """
     return _blockwise(x, size, seed, signs, axis, out_dtype, inverse=False, arith=arith)
 
@@ -293,7 +496,9 @@ def inverse_rht(y, size: int = 16, *, seed=None, signs=None, axis: int = -1, out
     ``x_row = y_row @ H @ diag(s) / sqrt(size)`` (``T^-1 = T^T`` and ``H`` is symmetric).
     ``arith="float64"`` evaluates it in float64 as ``((y_row @ H) * s) / sqrt(size)``;
     ``arith="fwht-fp32"`` runs steps F1, F3 and F4 of :func:`rht` on y, then flips signs
-    (``x_i = y'_i * s_i``, exact), then F5.
+    (``x_i = y'_i * s_i``, exact), then F5. ``arith="mma:<model>"`` runs steps M1-M5 with
+    ``T^T = H . diag(s) / sqrt(size)`` in place of T (y must hold bfloat16 values, e.g.
+    the BF16 output of :func:`rht`).
     """
     return _blockwise(y, size, seed, signs, axis, out_dtype, inverse=True, arith=arith)
 
@@ -315,9 +520,11 @@ class RHT:
     value raises ValueError naming the field and the allowed values.
 
     Fields:
-        size: 16, 32, 64 or 128 (:data:`RHT_SIZES`).
+        size: 16, 32, 64 or 128 (:data:`RHT_SIZES`); 16 or 64 with an mma arithmetic.
         signs: the +-1 diagonal, ``size`` Python ints (any sequence is stored as a tuple).
-        arith: ``"fwht-fp32"`` (default, pinned float32 butterfly) or ``"float64"``.
+        arith: ``"fwht-fp32"`` (default, pinned float32 butterfly), ``"float64"``, or
+            ``"mma:sm90-bf16"`` (the tensor-core dot; ``"mma:<model>"`` for another
+            registered bf16 tensor-core model; BF16 input only): :func:`rht`.
         out_dtype: ``"bfloat16"`` (default, as TE), ``"float32"`` or ``"float64"``.
     """
 
@@ -344,7 +551,7 @@ class RHT:
         if bad:
             raise ValueError(f"signs: every entry must be +1 or -1, got {bad[0]!r}")
         object.__setattr__(self, "signs", tuple(int(s) for s in signs))
-        object.__setattr__(self, "arith", check_arith(self.arith))
+        object.__setattr__(self, "arith", check_size_arith(size, self.arith)[1])
         if not isinstance(self.out_dtype, str) or self.out_dtype not in OUT_DTYPES:
             raise ValueError(f"out_dtype: {self.out_dtype!r} is not one of {', '.join(map(repr, OUT_DTYPES))}")
 
@@ -378,7 +585,8 @@ class RHT:
 
     @property
     def spec(self) -> str:
-        """``"size/arith"``, e.g. ``"16/fwht-fp32"``: what a backend claims in ``Capabilities.rht``."""
+        """``"size/arith"``, e.g. ``"16/fwht-fp32"`` or ``"16/mma:sm90-bf16"``: what a backend
+        claims in ``Capabilities.rht``."""
         return f"{self.size}/{self.arith}"
 
     @property
@@ -412,6 +620,7 @@ def resolve_rht(value) -> RHT | None:
                      f"or an int seed")
 
 
-__all__ = ["ARITHS", "RHT", "RHT_SIZES", "TE_SIGNS", "SIGN_PRESETS", "OUT_DTYPES", "check_arith", "check_size",
-           "fwht_fp32", "fwht_scale", "hadamard", "inverse_rht", "resolve_rht", "rht", "rht_matrix", "rht_signs",
-           "sign_mask"]
+__all__ = ["ARITHS", "MMA_PREFIX", "MMA_SIZES", "RHT", "RHT_SIZES", "TE_SIGNS", "SIGN_PRESETS", "OUT_DTYPES",
+           "arith_names", "bf16_rne", "check_arith", "check_size", "check_size_arith", "fwht_fp32", "fwht_scale",
+           "hadamard", "inverse_rht", "mma_model", "mma_transform_matrix", "resolve_rht", "rht", "rht_matrix",
+           "rht_signs", "sign_mask"]

@@ -18,7 +18,11 @@ def test_claimed_transforms():
     assert rhts_for_spec("16/fwht-fp32") == [RHT.te(), RHT.from_seed(1016, 16), RHT.te(out_dtype="float32"),
                                             RHT.from_seed(1017, 16, out_dtype="float32")]
     assert rhts_for_spec("32/fwht-fp32/bfloat16") == [RHT.from_seed(1032, 32)]
-    assert len(claimed_rhts(NumpyBackend().capabilities())) == 2 * 4 + 6 * 2
+    assert rhts_for_spec("16/mma:sm90-bf16")[0] == RHT.te(arith="mma:sm90-bf16")
+    assert rhts_for_spec("64/mma:sm90-bf16") == [RHT.from_seed(1064, 64, arith="mma:sm90-bf16"),
+                                                RHT.from_seed(1065, 64, arith="mma:sm90-bf16", out_dtype="float32")]
+    # 16: float64, fwht-fp32, mma (4 each); 32 and 128: float64, fwht-fp32; 64: the three (2 each)
+    assert len(claimed_rhts(NumpyBackend().capabilities())) == 3 * 4 + 4 * 2 + 3 * 2
     assert claimed_rhts(Capabilities()) == []
 
 

@@ -244,11 +244,11 @@ def test_inverse_roundtrip(size):
 
 
 def test_arith_errors():
-    with pytest.raises(ValueError, match="arith: 'fp32' is not one of 'float64', 'fwht-fp32'"):
+    with pytest.raises(ValueError, match="arith: 'fp32' is not one of 'float64', 'fwht-fp32', 'mma:sm90-bf16'"):
         rht(np.zeros(16), 16, signs="te", arith="fp32")
     with pytest.raises(ValueError, match="arith"):
         inverse_rht(np.zeros(16), 16, signs="te", arith=None)
-    assert ARITHS == ("float64", "fwht-fp32")
+    assert ARITHS == ("float64", "fwht-fp32", "mma:sm90-bf16")
 
 
 # -- the RHT value -------------------------------------------------------------------------------------

@@ -163,7 +163,10 @@ def test_interface_backends_receive_the_rht():
 
 def test_numpy_backend_claims_every_rht():
     caps = NumpyBackend().capabilities()
-    assert len(caps.rht) == 8 and caps.supports_rht(RHT.from_seed(1, 128, arith="float64"))
+    assert len(caps.rht) == 10 and caps.supports_rht(RHT.from_seed(1, 128, arith="float64"))
+    # the mma arithmetic at its sizes only (16 and 64)
+    assert [s for s in caps.rht if "mma" in s] == ["16/mma:sm90-bf16", "64/mma:sm90-bf16"]
+    assert caps.supports_rht(RHT.te(arith="mma:sm90-bf16"))
 
 
 def test_te_signs_are_the_default_rht():
