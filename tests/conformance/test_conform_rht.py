@@ -92,3 +92,47 @@ def test_backend_without_rht_claim_skips():
 
     (row,) = run(Plain, properties=["rht"]).results
     assert row.status == "SKIP" and "no RHT claimed" in row.reason
+
+
+@pytest.mark.parametrize("r", [RHT.te(arith="mma:sm90-bf16"), RHT.from_seed(3, 64, arith="mma:sm90-bf16")])
+@pytest.mark.parametrize("scheme", ["nvfp4", "mxfp4"])
+def test_mma_inputs_are_bf16_values(r, scheme):
+    for kind in RHT_KINDS:
+        x = rht_tensor(np.random.default_rng(6), get_scheme(scheme), r, kind)
+        assert x.dtype == np.float32 and np.all((x.view(np.uint32) & 0xFFFF)[~np.isnan(x)] == 0), kind
+        r.apply(x)  # accepted (step M1)
+
+
+@pytest.mark.parametrize("r", [RHT.te(arith="mma:sm90-bf16", out_dtype="float32"),
+                               RHT.from_seed(3, 64, arith="mma:sm90-bf16", out_dtype="float32")])
+def test_mma_kinds_keep_their_point(r):
+    rng = np.random.default_rng(7)
+    y = r.apply(rht_tensor(rng, get_scheme("nvfp4"), r, "bf16_ties"))
+    assert np.mean((y.view(np.uint32) & 0xFFFF) == 0x8000) > 0.5  # BF16 ties of the output rounding
+    y = r.apply(rht_tensor(rng, get_scheme("mxfp4"), r, "element_ties")).reshape(-1, 32)
+    scaled = y / np.max(np.abs(y), axis=-1, keepdims=True) * 6
+    assert np.isin(np.abs(scaled), [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]).mean() > 0.3
+    x = rht_tensor(rng, get_scheme("nvfp4"), r, "specials")
+    assert ((x != 0) & (np.abs(x) < 2.0 ** -126)).any()  # BF16 subnormals, not rounded away
+    with np.errstate(all="ignore"):
+        x = rht_tensor(rng, get_scheme("nvfp4"), r, "wide_span")
+        fwht = RHT(r.size, r.signs, "fwht-fp32", r.out_dtype).apply(x)
+    assert not np.array_equal(r.apply(x).view(np.uint32), fwht.view(np.uint32))
+
+
+def test_a_butterfly_claimed_as_mma_fails_with_its_diagnosis():
+    import dataclasses
+
+    class ButterflyForMma(NumpyBackend):
+        name = "butterfly_for_mma"
+
+        def capabilities(self):
+            return dataclasses.replace(super().capabilities(), rht=("16/mma:sm90-bf16",))
+
+        def quantize(self, x, scheme, *, rht=None, **kw):
+            q = super().quantize(x, scheme, rht=dataclasses.replace(rht, arith="fwht-fp32"), **kw)
+            return dataclasses.replace(q, rht=rht)
+
+    (row,) = run(ButterflyForMma, schemes=["nvfp4"], rounding=["rne"], properties=["rht"], max_examples=5).results
+    assert row.status == "FAIL"
+    assert any("it equals the result with arith='fwht-fp32'" in n for n in row.counterexample.notes)
