@@ -53,8 +53,9 @@ MMA_ARITHS = {9: "mma:sm90-bf16"}
 #: pipeline stages of its tile loop).
 FUSED_R, FUSED_WARPS = 64, 4
 FUSED_PERSIST, FUSED_PER_SM, FUSED_STAGES = True, 4, 1
-#: Register cap of the fused kernel (0: the compiler's choice).
-FUSED_MAXNREG = 0
+#: Register cap of the fused kernel (0: the compiler's choice). H200: 128 regs, 4 programs per SM:
+#: 0.288 ms (nvfp4) against 0.415 ms uncapped (145 regs, 3 programs per SM).
+FUSED_MAXNREG = 128
 #: Unfused kernel tile (logical rows per program) and amax tile (rows of 16 per program).
 APPLY_BM, AMAX_R = 64, 256
 

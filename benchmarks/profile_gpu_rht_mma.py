@@ -1,0 +1,29 @@
+"""Launch the fused RHT (mma) + quantize kernel and the plain rowwise kernel on a 16384^2 bf16
+tensor, for a profiler (benchmarks/gpu_session.sh ncu with NCU_SCRIPT set to this file):
+
+    ncu --clock-control none -k regex:"rows_rht_mma|rows_tb" --section WarpStateStats ... \\
+        python benchmarks/profile_gpu_rht_mma.py
+
+Each runs twice (JIT warm-up, then the profiled launch): nvfp4 with the tensor scale given.
+"""
+
+import torch
+
+from fp4spec.backends import torch_backend as tb
+from fp4spec.backends import triton_backend as trb
+from fp4spec.backends import triton_rht_mma as rm
+from fp4spec.backends.base import resolve_scheme
+from fp4spec.rht import RHT
+
+x = torch.randn(16384, 16384, device="cuda").to(torch.bfloat16)
+nv = resolve_scheme("nvfp4")
+r = RHT.te(arith="mma:sm90-bf16")
+sed = tb.tensor_scale(rm.rht_amax(x, r), nv)
+ts = trb.two_level_consts(nv, x.device, s_enc_dec=sed)
+pk = torch.empty((16384, 8192), dtype=torch.uint8, device="cuda")
+sc = torch.empty((16384, 1024), dtype=torch.uint8, device="cuda")
+for _ in range(2):
+    rm.fused_launcher(x, pk, sc, ts, nv, r, maxnreg=128)()
+    trb.quantize_packed(x, nv, s_enc_dec=sed)
+torch.cuda.synchronize()
+print("done")
