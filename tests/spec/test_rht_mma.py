@@ -67,7 +67,9 @@ def ref_rht_bits(x_rows, signs, model, out_dtype: str, inverse: bool = False) ->
         t = [list(col) for col in zip(*t)]
     t = [[float(v) for v in row] for row in t]
     rows = []
-    for x_row in np.asarray(x_rows, np.float64).reshape(-1, size):
+    with np.errstate(invalid="ignore"):  # signalling NaNs (hypothesis rows) stay NaNs
+        x64 = np.asarray(x_rows, np.float32).astype(np.float64).reshape(-1, size)
+    for x_row in x64:
         y = ref_transform_row(x_row, t, model)
         if out_dtype == "float32":
             rows.append([model.nan_bits if math.isnan(v) else int(np.float32(v).view(np.uint32)) for v in y])
@@ -144,6 +146,11 @@ ADVERSARIAL = [
 def test_adversarial_rows_equal_the_scalar_reference(i):
     assert_rows_match(ADVERSARIAL[i], TE_SIGNS)
     assert_rows_match(ADVERSARIAL[i], TE_SIGNS, inverse=True)
+
+
+def test_signalling_nan_rows():
+    assert_rows_match(np.stack([_bf16_from_bits([0x7F81] + [0x3F80] * 15), _bf16_from_bits([0xFF81, 0x7F80] * 8)]),
+                      TE_SIGNS)
 
 
 def test_adversarial_rows_size_64():
