@@ -44,7 +44,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_rows_fast import (_amax2, _block_scale, _mult_b, _needs_exact, _unpack, _word_codes,
+from .triton_rows_fast import (_amax2, _block_scale, _mag, _mult_b, _needs_exact, _nibble, _pack4, _unpack,
                                _word_codes_exact)
 
 #: Accumulator models the kernels' bf16 tl.dot computes on each GPU family: Hopper (cc 9.x).
@@ -176,6 +176,33 @@ def _plain_words(x_ptr, t_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN
 
 
 @triton.jit
+def _nibble_c(x, mult, m2, m4, half, quarter, MX: tl.constexpr):
+    """triton_rows_fast._nibble with the two-level grid multipliers 1/2 and 1/4 given as
+    values (kernel arguments) instead of literals: with a literal multiplier and a literal
+    addend in one fma, ptxas rematerialises the multiplier before every fma once registers
+    are short (about 2 instructions per element here)."""
+    if MX:
+        return _nibble(x, mult, m2, m4, MX)
+    else:
+        t = tl.fma(x, mult, 0.0)
+        a = tl.abs(t)
+        u1 = (a + 4194304.0).to(tl.int32, bitcast=True)
+        u2 = tl.fma(a, half, 4194305.0).to(tl.int32, bitcast=True)
+        u3 = tl.fma(a, quarter, 4194306.0).to(tl.int32, bitcast=True)
+        return _mag(u1, u2, u3), (t.to(tl.int32, bitcast=True) >> 31) & 1
+
+
+@triton.jit
+def _word_codes_c(w, mult, m2, m4, half, quarter, MX: tl.constexpr):
+    """triton_rows_fast._word_codes through :func:`_nibble_c`."""
+    lo, hi = _unpack(w)
+    ul, sl = _nibble_c(lo, mult, m2, m4, half, quarter, MX)
+    uh, sh = _nibble_c(hi, mult, m2, m4, half, quarter, MX)
+    byte = (ul - 0x4A800000) + sl * 8 + (uh - 0x4A800000) * 16 + sh * 128
+    return _pack4(byte)
+
+
+@triton.jit
 def _words_amax(w):
     """[NB, H, 4] words -> [NB] sign-clear float32 pattern of the block amax (NaN: above all)."""
     lo, hi = _unpack(w)
@@ -183,7 +210,7 @@ def _words_amax(w):
 
 
 @triton.jit
-def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NELEM, NBLK,
+def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK,
                 R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
                 RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                 SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr):
@@ -192,15 +219,30 @@ def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NELEM, N
     e0 = tl.cast(tile, tl.int64) * (R * 64)
     w = _wide_words(a, b, R, G, INTERP)
     vmb = _words_amax(w)
-    if SPREAD and tl.max(vmb, axis=0) > 0x7F800000:  # rare: a NaN may have spread across RHT rows
-        w = _plain_words(x_ptr, t_ptr, e0, NELEM, R, G, EVEN, INTERP)
-        vmb = _words_amax(w)
     scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
     mb = mult[:, None, None]
-    q = _word_codes(w, mb, mb * 0.5, mb * 0.25, MX)  # [NB, K / 8]
-    if SLOW:
-        if tl.max(_needs_exact(mult, nan_scale, MX).to(tl.int32), axis=0) != 0:  # rare: exact tile
+    # one tile-wide reduction for both rare cases: 2 = a NaN may have spread across RHT rows
+    # (recompute the values), 1 = a block the fast encoder may get wrong (exact encoder)
+    f = 0
+    if SPREAD or SLOW:
+        flag = tl.zeros_like(vmb)
+        if SPREAD:
+            flag = tl.where(vmb > 0x7F800000, 2, flag)
+        if SLOW:
+            flag = flag | _needs_exact(mult, nan_scale, MX).to(tl.int32)
+        f = tl.max(flag, axis=0)
+    if f != 0:
+        if f >= 2:
+            w = _plain_words(x_ptr, t_ptr, e0, NELEM, R, G, EVEN, INTERP)
+            vmb = _words_amax(w)
+            scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
+            mb = mult[:, None, None]
+        if SLOW:
             q = _word_codes_exact(w, mb, MX)
+        else:
+            q = _word_codes_c(w, mb, mb * 0.5, mb * 0.25, half, quarter, MX)
+    else:
+        q = _word_codes_c(w, mb, mb * 0.5, mb * 0.25, half, quarter, MX)  # [NB, K / 8]
     if not MX:
         q = tl.where(nan_scale[:, None], 0, q)  # NaN scale code: every element code 0
     blk0 = e0 // K
@@ -216,7 +258,7 @@ def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NELEM, N
 
 
 @triton.jit
-def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, NTILES,
+def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, NTILES, half, quarter,
                         R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
                         RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                         SLOW: tl.constexpr, INTERP: tl.constexpr, PERSIST: tl.constexpr = False,
@@ -229,6 +271,7 @@ def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, 
     block; s_ptr: uint8 scale codes; ts_ptr: the constants of triton_backend.quantize_packed.
     A tile is R rows of 64 elements (R * 64 / K blocks); from the bf16 words on it is
     ``triton_rows_fast``'s tile (block scale, fast encoder, exact fallback per tile).
+    half, quarter: 0.5 and 0.25 (see :func:`_nibble_c`).
     PERSIST: a program loops over tiles pid, pid + P, ... (the wide matrix loaded once; the
     next tile's operand loaded ahead by hand; STAGES > 1 also lets triton pipeline the loop);
     else one tile per program. SPREAD=False drops the
@@ -246,12 +289,12 @@ def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, 
             a_next = _load_a(x_ptr, tl.cast(nxt, tl.int64) * (R * 64), NELEM, R, G, EVEN)
             if WIDE_IN_LOOP:
                 b = _load_wide(w_ptr)
-            _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NELEM, NBLK, R, K, EVEN, MX, RULE,
+            _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K, EVEN, MX, RULE,
                         EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD)
             a = a_next
     else:
         a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, G, EVEN)
-        _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, pid, NELEM, NBLK, R, K, EVEN, MX,
+        _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, pid, NELEM, NBLK, R, K, EVEN, MX,
                     RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD)
 
 
@@ -500,7 +543,7 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
         flags["maxnreg"] = maxnreg
     else:
         grid = (ntiles,)
-    args = (x2.view(torch.int16), w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles)
+    args = (x2.view(torch.int16), w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles, 0.5, 0.25)
 
     def launch():
         if nel:

@@ -189,9 +189,8 @@ def check_full(x, failures):
 
 
 #: (persistent, R, warps, programs per SM, maxnreg) of the fused kernel's sweep.
-SWEEP = [(False, 64, 4, 0, 0), (True, 64, 4, 2, 0), (True, 64, 4, 3, 0), (True, 64, 4, 4, 0), (True, 64, 4, 4, 128),
-         (True, 64, 4, 6, 96), (True, 64, 4, 8, 80), (True, 128, 8, 2, 0), (True, 128, 8, 3, 128), (True, 128, 8, 4, 96),
-         (True, 32, 4, 8, 96), (True, 32, 4, 12, 64), (True, 64, 8, 4, 0)]
+SWEEP = [(False, 64, 4, 0, 128), (True, 64, 4, 4, 0), (True, 64, 4, 4, 128), (True, 64, 4, 4, 112),
+         (True, 64, 4, 5, 104), (True, 128, 8, 3, 128), (True, 128, 8, 2, 168)]
 
 
 def time_all(x, iters, failures):

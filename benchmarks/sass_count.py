@@ -73,7 +73,7 @@ SIG_COLS = dict(x_ptr="*i16", q_ptr="*i64", s_ptr="*i32", r_ptr="*fp32", thr_ptr
                 mags_ptr="*fp32", ts_ptr="*fp32", NCOL="i32", sxr="i32", srr="i32", QW="i32", NSC="i32", CPAD="i32",
                 seed="i32")
 SIG_MMA = dict(x_ptr="*i16", w_ptr="*i16", t_ptr="*i16", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NELEM="i32",
-               NBLK="i32", NTILES="i32")
+               NBLK="i32", NTILES="i32", half="fp32", quarter="fp32")
 SIG_TB = dict(x_ptr="*i32", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NBLK="i32")
 
 
@@ -117,7 +117,7 @@ def configs():
         # fused RHT rowwise on the tensor cores (arith "mma:sm90-bf16"): the wide dot
         for R, w in ((rm.FUSED_R, rm.FUSED_WARPS), (128, 4), (128, 8)):
             for slow, spread in ((True, True), (False, False)):
-                c = dict(R=R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, STAGES=2, SPREAD=spread, **SCHEME[spec])
+                c = dict(R=R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, STAGES=1, WIDE_IN_LOOP=False, SPREAD=spread, **SCHEME[spec])
                 out.append((f"rows_mma {spec} R={R} w={w}" + ("" if slow else " (no fallbacks)"),
                             rm.rows_rht_mma_kernel, SIG_MMA, c, w, R * 64 / (32 * w)))
         # plain rowwise: tb (the default) and v2
