@@ -787,39 +787,12 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
 
 
 def model_dot(a, b, acc, accumulator="sm90-bf16") -> np.ndarray:
-    """float32 ``acc + a . b`` as the accumulator model's chained steps (k_step = 16 for
-    ``sm90-bf16``): what one ``tl.dot`` of the kernel computes on Hopper, in numpy.
+    """float32 ``acc + a . b`` as the accumulator model's chained steps: what one ``tl.dot`` of
+    the kernel computes on Hopper (:func:`fp4spec.emulator.gemm.model_dot`, which the RHT's
+    ``mma`` arithmetic uses too). Used by :func:`interpreter_model_dot`."""
+    from fp4spec.emulator.gemm import model_dot as emulated
 
-    ``a`` (M x K) and ``b`` (K x N) hold exact bf16 values (float32 arrays; NaN and +-Inf
-    allowed), ``acc`` is float32 (M x N), K a multiple of the step. Each step is
-    :func:`fp4spec.emulator.gemm._fused` on the step's products and ``acc``, with the model's
-    special values (a NaN or Inf float64 sum gives NaN or that Inf) -- the loop of the
-    emulator's ``_fdpa_terms`` on operands already rounded to bf16. Used by
-    :func:`interpreter_model_dot`."""
-    from fp4spec.accumulator_models import BF16, get_accumulator
-    from fp4spec.emulator import gemm as E
-
-    model = get_accumulator(accumulator)
-    va = np.asarray(a, np.float32).astype(np.float64)
-    vb = np.asarray(b, np.float32).astype(np.float64).T
-    acc = np.asarray(acc, np.float32)
-    ma, ea, za = E.decompose(np.where(np.isfinite(va), va, 0.0), BF16)
-    mb, eb, zb = E.decompose(np.where(np.isfinite(vb), vb, 0.0), BF16)
-    p = BF16.man_bits
-    step = model.k_step
-    if va.shape[1] % step:
-        raise ValueError(f"a: K = {va.shape[1]} is not a multiple of the model's step {step}")
-    for k0 in range(0, va.shape[1], step):
-        sl = slice(k0, k0 + step)
-        n = ma[:, None, sl] * mb[None, :, sl]
-        e = ea[:, None, sl] + eb[None, :, sl]
-        zero = za[:, None, sl] | zb[None, :, sl]
-        new = E._fused([(n, e - 2 * p, e, zero)], E.f32_terms(acc), model)
-        nan, inf, s = E._fp64_special(va[:, sl], vb[:, sl], acc)
-        with np.errstate(all="ignore"):
-            new = np.where(inf, s.astype(np.float32), new)
-        acc = np.where(nan, np.float32(np.nan), new).astype(np.float32)
-    return acc
+    return emulated(a, b, acc, accumulator)
 
 
 @contextlib.contextmanager

@@ -538,11 +538,11 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
         sms = torch.cuda.get_device_properties(x2.device).multi_processor_count if x2.is_cuda else 4
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_PER_SM))),)
         flags.update(PERSIST=True, STAGES=stages or FUSED_STAGES)
+    else:
+        grid = (ntiles,)
     maxnreg = FUSED_MAXNREG if maxnreg is None else maxnreg
     if maxnreg and not _interpret():
         flags["maxnreg"] = maxnreg
-    else:
-        grid = (ntiles,)
     args = (x2.view(torch.int16), w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles, 0.5, 0.25)
 
     def launch():

@@ -235,8 +235,11 @@ def test_backend_quantize_rht(backend, name, axis):
 
 
 def test_capabilities_and_refusals(backend):
+    from fp4spec.backends.triton_rht_mma import mma_arith
+
     caps = backend.capabilities()
-    assert caps.rht == ("16/fwht-fp32",)
+    a = mma_arith()  # the tensor-core arithmetic: claimed on Hopper and in the interpreter
+    assert caps.rht == ("16/fwht-fp32",) + ((f"16/{a}",) if a else ())
     assert caps.supports_rht(TE) and caps.supports_rht(RHT.from_seed(1, out_dtype="float64"))
     assert not caps.supports_rht(RHT.from_seed(1, size=32))
     assert "16/fwht-fp32" in backend.why_unsupported("nvfp4", rht=RHT.from_seed(1, size=32))
