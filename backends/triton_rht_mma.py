@@ -210,42 +210,20 @@ def _words_amax(w):
 
 
 @triton.jit
-def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK,
-                R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
-                RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
-                SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr):
-    G: tl.constexpr = K // 16
-    NB: tl.constexpr = R * 4 // G
-    e0 = tl.cast(tile, tl.int64) * (R * 64)
-    w = _wide_words(a, b, R, G, INTERP)
+def _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB: tl.constexpr, K: tl.constexpr,
+                  EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
+                  NAN_INF: tl.constexpr, SCALING: tl.constexpr, EXACT: tl.constexpr):
+    """Block amax, scale, codes of the [NB, K/8, 4] words w and their stores (EXACT: the exact
+    encoder; else the fast one, exact where _needs_exact holds for no block)."""
     vmb = _words_amax(w)
     scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
     mb = mult[:, None, None]
-    # one tile-wide reduction for both rare cases: 2 = a NaN may have spread across RHT rows
-    # (recompute the values), 1 = a block the fast encoder may get wrong (exact encoder)
-    f = 0
-    if SPREAD or SLOW:
-        flag = tl.zeros_like(vmb)
-        if SPREAD:
-            flag = tl.where(vmb > 0x7F800000, 2, flag)
-        if SLOW:
-            flag = flag | _needs_exact(mult, nan_scale, MX).to(tl.int32)
-        f = tl.max(flag, axis=0)
-    if f != 0:
-        if f >= 2:
-            w = _plain_words(x_ptr, t_ptr, e0, NELEM, R, G, EVEN, INTERP)
-            vmb = _words_amax(w)
-            scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
-            mb = mult[:, None, None]
-        if SLOW:
-            q = _word_codes_exact(w, mb, MX)
-        else:
-            q = _word_codes_c(w, mb, mb * 0.5, mb * 0.25, half, quarter, MX)
+    if EXACT:
+        q = _word_codes_exact(w, mb, MX)
     else:
         q = _word_codes_c(w, mb, mb * 0.5, mb * 0.25, half, quarter, MX)  # [NB, K / 8]
     if not MX:
         q = tl.where(nan_scale[:, None], 0, q)  # NaN scale code: every element code 0
-    blk0 = e0 // K
     rb = tl.arange(0, NB)
     oq = (blk0 + rb)[:, None] * (K // 8) + tl.arange(0, K // 8)[None, :]
     if EVEN:
@@ -255,6 +233,50 @@ def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter,
         mblk = (blk0 + rb) < NBLK
         tl.store(q_ptr + oq, q, mask=mblk[:, None])
         tl.store(s_ptr + blk0 + rb, scode.to(tl.uint8), mask=mblk)
+
+
+@triton.jit
+def _tile_flag(w, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
+               NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr, SPREAD: tl.constexpr):
+    """One tile-wide reduction for both rare cases: 2 = a NaN may have spread across RHT rows
+    (recompute the values), 1 = a block the fast encoder may get wrong (exact encoder), 0 =
+    neither."""
+    vmb = _words_amax(w)
+    flag = tl.zeros_like(vmb)
+    if SPREAD:
+        flag = tl.where(vmb > 0x7F800000, 2, flag)
+    if SLOW:
+        _, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
+        flag = flag | _needs_exact(mult, nan_scale, MX).to(tl.int32)
+    return tl.max(flag, axis=0)
+
+
+@triton.jit
+def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK,
+                R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
+                RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
+                SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr):
+    """One tile. Each branch stores its own results, so no tensor leaves a branch: a value that
+    did would make Triton give both branches one layout (a shared-memory round trip of every
+    word on the fast path)."""
+    G: tl.constexpr = K // 16
+    NB: tl.constexpr = R * 4 // G
+    e0 = tl.cast(tile, tl.int64) * (R * 64)
+    blk0 = e0 // K
+    w = _wide_words(a, b, R, G, INTERP)
+    f = 0
+    if SPREAD or SLOW:
+        f = _tile_flag(w, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, SPREAD)
+    if f >= 2:  # rare: recompute every RHT row on its own, then the exact encoder (NaN blocks)
+        w2 = _plain_words(x_ptr, t_ptr, e0, NELEM, R, G, EVEN, INTERP)
+        _encode_store(w2, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
+                      NAN_INF, SCALING, SLOW)
+    elif f == 1:  # rare: the exact encoder
+        _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
+                      NAN_INF, SCALING, True)
+    else:
+        _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
+                      NAN_INF, SCALING, False)
 
 
 @triton.jit
