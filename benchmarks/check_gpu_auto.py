@@ -15,7 +15,11 @@ import torch
 
 import fp4spec
 
-# (scheme, rounding, backend auto must pick on CUDA)
+from fp4spec.rht import RHT
+
+MMA = RHT.te(arith="mma:sm90-bf16")
+
+# (scheme, rounding, backend auto must pick on CUDA[, rht]); the mma RHT: triton on Hopper
 CASES = [
     ("nvfp4", "rne", "triton"),
     ("nvfp4", "sr", "triton"),
@@ -28,6 +32,9 @@ CASES = [
     ("hif4", "rne", "torch"),
     ("mxfp6_e2m3", "rne", "torch"),
     ("mxfp8_e4m3", "rto", "torch"),
+    ("nvfp4", "rne", "triton", "te"),  # fwht-fp32: triton (fused) before torch
+    ("mxfp4", "rne", "triton", MMA),  # mma:sm90-bf16: triton on Hopper, else numpy
+    ("nvfp4", "sr", "triton", MMA),
 ]
 
 
@@ -41,10 +48,14 @@ def main() -> int:
     xf = x.float().cpu().numpy()
     rb = torch.randint(0, 256, x.shape, generator=g, dtype=torch.int32)
     fails = 0
-    for spec, rounding, want in CASES:
+    for spec, rounding, want, *rest in CASES:
         name, _, rule = spec.partition(":scale_rule=")
         over = {"scale_rule": rule} if rule else {}
+        if rest:
+            over["rht"] = rest[0]
         kw = {"rbits": rb.cuda(), "sr_bits": 8} if rounding == "sr" else {}
+        if rest and rest[0] is MMA and torch.cuda.get_device_capability()[0] != 9:
+            want = "numpy"  # the sm90-bf16 model is Hopper's MMA only
         picked = fp4spec.select_backend(x, name, rounding=rounding, **over)
         q = fp4spec.quantize(x, name, rounding=rounding, **kw, **over)
         ref = fp4spec.quantize(xf, name, rounding=rounding, backend="numpy",
@@ -56,7 +67,8 @@ def main() -> int:
                      == np.float32(ref.global_scale).tobytes()))
         ok = picked == want and q.backend == want and on_dev and same
         fails += not ok
-        print(f"{spec:24s} {rounding:3s} auto->{picked:7s} (want {want:7s}) ran={q.backend:7s} "
+        tag = "" if not rest else f" rht={'te' if isinstance(rest[0], str) else 'mma'}"
+        print(f"{spec + tag:24s} {rounding:3s} auto->{picked:7s} (want {want:7s}) ran={q.backend:7s} "
               f"cuda={on_dev} equal={same} {'ok' if ok else 'FAIL'}")
     print(f"{len(CASES)} requests, {fails} failures")
     return 1 if fails else 0
