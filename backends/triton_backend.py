@@ -337,6 +337,12 @@ def _signs_constexpr(mask: int) -> int:
     return mask if mask in RHT_CONST_SIGNS else -1
 
 
+def sign_words(mask: int) -> tuple:
+    """The kernels' run-time signs: 16 int32 arguments, word i = 0x80000000 (as -2^31) where
+    bit i of the sign mask is set, else 0 (``triton_kernels._sbit``)."""
+    return tuple(-(1 << 31) if (int(mask) >> i) & 1 else 0 for i in range(16))
+
+
 def rht_global_amax(x2, M, N, sxm, sxn, rp):
     """float32 0-d tensor: max |RHT(x)| (NaN if any NaN) over the logical M x N matrix, the
     transform along N, in one pass without a temporary (rowwise: x2 contiguous; columnwise:
@@ -351,11 +357,11 @@ def rht_global_amax(x2, M, N, sxm, sxn, rp):
     if sxn == 1 and sxm == N:
         nch = M * N // 16
         tk.rht_amax_rows_kernel[(triton.cdiv(nch, RHT_AMAX_BR),)](
-            x2.view(torch.int64) if bf16 else x2, out, nch, signs, BR=RHT_AMAX_BR, num_warps=8, **kw)
+            x2.view(torch.int64) if bf16 else x2, out, nch, sign_words(signs), BR=RHT_AMAX_BR, num_warps=8, **kw)
     elif sxm == 1:
         bc, nb = RHT_AMAX_COLS
         grid = (triton.cdiv(M, bc), triton.cdiv(N // 16, nb))
-        tk.rht_amax_cols_kernel[grid](x2.view(torch.int16) if bf16 else x2, out, N, M, sxn, signs, BC=bc, NB=nb,
+        tk.rht_amax_cols_kernel[grid](x2.view(torch.int16) if bf16 else x2, out, N, M, sxn, sign_words(signs), BC=bc, NB=nb,
                                       num_warps=4, **kw)
     else:
         raise NotImplementedError("rht amax: a contiguous tensor (rowwise) or a 2-D tensor with unit column stride")
@@ -376,7 +382,7 @@ def rht_apply(x2, M, N, sxm, sxn, rp):
     bf16 = x2.dtype == torch.bfloat16
     BM = 64
     grid = (triton.cdiv(M, BM), N // 16)
-    tk.rht_kernel[grid](x2.view(torch.int16) if bf16 else x2, y2, M, sxm, sxn, sym, syn, signs, BM=BM, IN_BF16=bf16,
+    tk.rht_kernel[grid](x2.view(torch.int16) if bf16 else x2, y2, M, sxm, sxn, sym, syn, sign_words(signs), BM=BM, IN_BF16=bf16,
                         SIGNS=_signs_constexpr(signs), OUT_BF16=out_bf16, BF16_CVT=_bf16_cvt(), num_warps=4)
     return y2
 
@@ -528,7 +534,7 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
         if rp is not None:
             r_in = rb.reshape(-1) if rb is not None else ts
             tk.quantize_rows_rht_kernel[(triton.cdiv(nblk, BM or RHT_ROWS_BR),)](
-                xin, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts, nblk, N // K, cpad, seed_v, sgn,
+                xin, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts, nblk, N // K, cpad, seed_v, sign_words(sgn),
                 BR=BM or RHT_ROWS_BR, K=K, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits),
                 IN_BF16=bf16, CUBLAS=cublas, SLOW=FAST_EXACT_FALLBACK, num_warps=num_warps or RHT_ROWS_WARPS, **flags,
                 **eflags, **rflags)
@@ -567,7 +573,7 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
             grid = (triton.cdiv(M, bc), nsc // nb)
             sview = scales if nb == 1 else scales.view(torch.int16 if nb == 2 else torch.int32)
             tk.quantize_cols3_kernel[grid](
-                xin, packed.view(torch.int64), sview, r_in, thr, dthr, mags, ts, M, sxn, srr, N // 16, nsc, cpad, seed_v, sgn,
+                xin, packed.view(torch.int64), sview, r_in, thr, dthr, mags, ts, M, sxn, srr, N // 16, nsc, cpad, seed_v, sign_words(sgn),
                 BC=bc, K=K, NB=nb, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
                 CUBLAS=cublas, RHT=rp is not None, SLOW=FAST_EXACT_FALLBACK, num_warps=num_warps or w, **flags, **eflags,
                 **rflags)

@@ -692,16 +692,15 @@ def _quantize_cols_band(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr,
 def _sflip(v, SIGNS: tl.constexpr, sgn, I: tl.constexpr):
     """Step F2 for value I: s_I * v, an exact sign flip where bit I of the mask is set. SIGNS
     >= 0: the mask as a constexpr (a flip is a free fneg, folded into the first butterfly);
-    SIGNS = -1: the mask is the runtime int sgn (one xor of the sign bit per value, one
-    compile for every sign vector)."""
+    SIGNS = -1: the mask is run-time: sgn is the tuple of the 16 sign-bit words (:func:`_sbit`;
+    one xor per value, one compile for every sign vector)."""
     if SIGNS >= 0:
         if (SIGNS >> I) & 1:
             return -v
         else:
             return v
     else:
-        bit = ((sgn >> I) & 1) << 31
-        return (v.to(tl.int32, bitcast=True) ^ bit).to(tl.float32, bitcast=True)
+        return (v.to(tl.int32, bitcast=True) ^ _sbit(sgn, I)).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -1046,8 +1045,11 @@ def _rbits_cols16(r_ptr, seed, row, c, c0, mask, srr, NCOL, NB: tl.constexpr, BC
 
 @triton.jit
 def _sbit(sgn, I: tl.constexpr):
-    """The float32 sign bit of s_I (bit I of the runtime sign mask), as an int32."""
-    return ((sgn >> I) & 1) << 31
+    """The sign-bit word of value I (0 or 0x80000000): sgn is the tuple of 16 int32 kernel
+    arguments of :func:`triton_backend.sign_words`, so each is a constant-bank operand of the
+    instruction that uses it (computing ``((mask >> I) & 1) << 31`` per program cost about two
+    instructions per element at one block a thread)."""
+    return sgn[I]
 
 
 @triton.jit

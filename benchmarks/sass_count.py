@@ -102,7 +102,7 @@ def configs():
                 elif not slow:
                     continue
                 out.append((f"rows_rht {spec} {tag} BR={br} w={w}", tk.quantize_rows_rht_kernel,
-                            {**SIG_ROWS, "sgn": "i32"}, c, w, br * K / (32 * w)))
+                            {**SIG_ROWS, "sgn": ("i32",) * 16}, c, w, br * K / (32 * w)))
         bc, w, nb = trb.COLS3_CFG[K]  # quantize_packed's columnwise default
         for rht, slow in ((True, True), (True, False), (False, True), (False, False)):
             c = dict(BC=bc, K=K, NB=nb, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, RHT=rht,
@@ -113,7 +113,7 @@ def configs():
                 continue
             out.append((f"cols3 {spec} {'RHT te' if rht else 'plain'} BC={bc} NB={nb} w={w}"
                         + ("" if slow else " (no fallback)"),
-                        tk.quantize_cols3_kernel, {**SIG_COLS, "sgn": "i32"}, c, w, nb * bc * K / (32 * w)))
+                        tk.quantize_cols3_kernel, {**SIG_COLS, "sgn": ("i32",) * 16}, c, w, nb * bc * K / (32 * w)))
         # fused RHT rowwise on the tensor cores (arith "mma:sm90-bf16"): the wide dot
         for R, w in ((rm.FUSED_R, rm.FUSED_WARPS), (128, 4), (128, 8)):
             for slow, spread in ((True, True), (False, False)):
