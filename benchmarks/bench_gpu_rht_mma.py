@@ -189,8 +189,9 @@ def check_full(x, failures):
 
 
 #: (persistent, R, warps, programs per SM, maxnreg) of the fused kernel's sweep.
-SWEEP = [(False, 64, 4, 0, 128), (True, 64, 4, 4, 0), (True, 64, 4, 4, 128), (True, 64, 4, 4, 112),
-         (True, 64, 4, 5, 104), (True, 128, 8, 3, 128), (True, 128, 8, 2, 168)]
+SWEEP = [(False, 64, 4, 0, 0), (False, 64, 4, 0, 96), (False, 64, 4, 0, 80), (False, 64, 4, 0, 128),
+         (True, 64, 4, 4, 128), (True, 64, 4, 4, 112), (True, 64, 4, 5, 104), (True, 64, 4, 6, 80),
+         (True, 128, 8, 3, 128), (True, 128, 8, 2, 168)]
 
 
 def time_all(x, iters, failures):
