@@ -22,9 +22,10 @@ columns ``8 i + 2 t + e`` (i = 0..7, e = 0, 1) of its two rows, on Hopper's wgmm
 mma.sync alike. Column ``8 i + 2 t + e`` of the wide matrix B is column ``2 i + e`` of T,
 on the rows of the t-th group of 16 inputs (zeros elsewhere): so each thread ends up with
 the 16 outputs of one RHT row per accumulator row -- whole blocks, with no layout exchange,
-and the block amax, scale and codes stay in the thread (``tb``'s cost). For 1 x 32 blocks,
-rows m and m + 8 of a 16-row group (the two rows a thread holds) load the two halves of one
-block. The code below states all of this as reshapes and permutes of the logical tensor, so
+and the block amax, scale and codes stay in the thread (``tb``'s cost). Rows m and m + 8 of
+a 16-row group (the two rows a thread holds) load 32 consecutive elements per t: the two
+halves of a 1 x 32 block, or two consecutive 1 x 16 blocks, so a thread's codes are 16
+contiguous bytes. The code below states all of this as reshapes and permutes of the logical tensor, so
 its results do not depend on the layout Triton picks; only its speed does.
 
 Exactness of the wide dot: for finite inputs, the model's chained k = 16 steps over the 64
@@ -128,16 +129,16 @@ def _load_wide(w_ptr):
 
 
 @triton.jit
-def _load_a(x_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN: tl.constexpr):
-    """The [R, 64] int16 operand of the wide dot: the R * 64 elements from e0 (for 1 x 32
-    blocks, rows m and m + 8 of each 16-row group hold the two halves of a block)."""
+def _load_a(x_ptr, e0, NELEM, R: tl.constexpr, EVEN: tl.constexpr):
+    """The [R, 64] int16 operand of the wide dot: the R * 64 elements from e0. Row
+    m = 16 g + 8 h + l, column 16 t + k is element ((8 g + l) * 4 + t) * 32 + 16 h + k: the
+    rows m and m + 8 that one thread's accumulator holds get 32 consecutive elements for each
+    t -- the two halves of a 1 x 32 block, or two consecutive 1 x 16 blocks -- so a thread's
+    codes are 16 contiguous bytes and a warp's are 512 (the stores need no layout exchange)."""
     m = tl.arange(0, R)
     k = tl.arange(0, 64)
-    if G == 1:
-        row0 = m * 64
-    else:
-        row0 = ((m // 16) * 8 + m % 8) * 128 + ((m // 8) % 2) * 16
-    offs = row0[:, None] + ((k // 16) * (16 * G) + k % 16)[None, :]
+    row0 = ((m // 16) * 8 + m % 8) * 128 + ((m // 8) % 2) * 16
+    offs = row0[:, None] + ((k // 16) * 32 + k % 16)[None, :]
     if EVEN:
         return tl.load(x_ptr + e0 + offs)
     else:
@@ -151,11 +152,8 @@ def _wide_words(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr):
     with b (the wide matrix, :func:`_load_wide`; module docstring); word w of a block is
     [.., w // 4, w % 4]."""
     y = _dot_bf16(a, b, INTERP)  # [R, 64] float32
-    if G == 1:
-        # column 8 i + 2 t + e -> (RHT row t, element 2 i + e)
-        y = tl.permute(tl.reshape(y, (R, 8, 4, 2)), (0, 2, 1, 3))  # [R, t, i, e]
-    else:
-        y = tl.permute(tl.reshape(y, (R // 16, 2, 8, 8, 4, 2)), (0, 2, 4, 1, 3, 5))  # [., l, t, h, i, e]
+    # row 16 g + 8 h + l, column 8 i + 2 t + e -> element ((8 g + l) * 4 + t) * 32 + 16 h + 2 i + e
+    y = tl.permute(tl.reshape(y, (R // 16, 2, 8, 8, 4, 2)), (0, 2, 4, 1, 3, 5))  # [g, l, t, h, i, e]
     lo, hi = tl.split(y)
     return tl.reshape(_bf16x2(lo, hi, INTERP), (R * 4 // G, 2 * G, 4))
 
@@ -224,15 +222,19 @@ def _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB
         q = _word_codes_c(w, mb, mb * 0.5, mb * 0.25, half, quarter, MX)  # [NB, K / 8]
     if not MX:
         q = tl.where(nan_scale[:, None], 0, q)  # NaN scale code: every element code 0
-    rb = tl.arange(0, NB)
-    oq = (blk0 + rb)[:, None] * (K // 8) + tl.arange(0, K // 8)[None, :]
+    # 16 bytes of codes per row of q4 (two 1 x 16 blocks or one 1 x 32 block: one thread's)
+    NW: tl.constexpr = NB * (K // 8) // 4
+    S: tl.constexpr = 32 // K
+    q4 = tl.reshape(q, (NW, 4))
+    oq = blk0 * (K // 8) + tl.arange(0, NW)[:, None] * 4 + tl.arange(0, 4)[None, :]
+    s2 = tl.reshape(scode.to(tl.uint8), (NB // S, S))
+    osc = blk0 + tl.arange(0, NB // S)[:, None] * S + tl.arange(0, S)[None, :]
     if EVEN:
-        tl.store(q_ptr + oq, q)
-        tl.store(s_ptr + blk0 + rb, scode.to(tl.uint8))
+        tl.store(q_ptr + oq, q4)
+        tl.store(s_ptr + osc, s2)
     else:
-        mblk = (blk0 + rb) < NBLK
-        tl.store(q_ptr + oq, q, mask=mblk[:, None])
-        tl.store(s_ptr + blk0 + rb, scode.to(tl.uint8), mask=mblk)
+        tl.store(q_ptr + oq, q4, mask=oq < NBLK * (K // 8))
+        tl.store(s_ptr + osc, s2, mask=osc < NBLK)
 
 
 @triton.jit
@@ -284,8 +286,7 @@ def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, 
                         R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
                         RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                         SLOW: tl.constexpr, INTERP: tl.constexpr, PERSIST: tl.constexpr = False,
-                        STAGES: tl.constexpr = 1, WIDE_IN_LOOP: tl.constexpr = False,
-                        SPREAD: tl.constexpr = True):
+                        STAGES: tl.constexpr = 1, SPREAD: tl.constexpr = True):
     """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
 
     x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
@@ -300,22 +301,19 @@ def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, 
     recomputation of tiles holding a NaN (instruction counts only: wrong on non-finite input)."""
     mult_b = _mult_b(ts_ptr, MX)
     b = _load_wide(w_ptr)
-    G: tl.constexpr = K // 16
     pid = tl.program_id(0)
     if PERSIST:
         # the next tile's operand is loaded before this tile is computed (one tile in flight
         # per program besides the one computed; the last prefetch rereads the last tile)
-        a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, G, EVEN)
+        a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, EVEN)
         for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
             nxt = tl.minimum(tile + tl.num_programs(0), NTILES - 1)
-            a_next = _load_a(x_ptr, tl.cast(nxt, tl.int64) * (R * 64), NELEM, R, G, EVEN)
-            if WIDE_IN_LOOP:
-                b = _load_wide(w_ptr)
+            a_next = _load_a(x_ptr, tl.cast(nxt, tl.int64) * (R * 64), NELEM, R, EVEN)
             _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K, EVEN, MX, RULE,
                         EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD)
             a = a_next
     else:
-        a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, G, EVEN)
+        a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, EVEN)
         _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, pid, NELEM, NBLK, R, K, EVEN, MX,
                     RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD)
 

@@ -117,7 +117,7 @@ def configs():
         # fused RHT rowwise on the tensor cores (arith "mma:sm90-bf16"): the wide dot
         for R, w in ((rm.FUSED_R, rm.FUSED_WARPS), (128, 4), (128, 8)):
             for slow, spread in ((True, True), (False, False)):
-                c = dict(R=R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, STAGES=1, WIDE_IN_LOOP=False, SPREAD=spread, **SCHEME[spec])
+                c = dict(R=R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, STAGES=1, SPREAD=spread, **SCHEME[spec])
                 out.append((f"rows_mma {spec} R={R} w={w}" + ("" if slow else " (no fallbacks)"),
                             rm.rows_rht_mma_kernel, SIG_MMA, c, w, R * 64 / (32 * w)))
         # plain rowwise: tb (the default) and v2
