@@ -368,6 +368,18 @@ def rht_global_amax(x2, M, N, sxm, sxn, rp):
     return out.view(torch.float32)[0]
 
 
+def like_matrix(x2, sxm, sxn):
+    """(y2, sym, syn): a new float32 tensor of x2's shape and y2's strides for the logical
+    (m, n) of x2 read with strides (sxm, sxn) -- the same permutation as x2's (the unfused
+    RHT paths' temporary)."""
+    import torch
+
+    y2 = torch.empty(x2.shape, dtype=torch.float32, device=x2.device)
+    if x2.dim() == 2 and sxm == x2.stride(0) and sxn == x2.stride(1):
+        return y2, y2.stride(0), y2.stride(1)
+    return y2, y2.stride(1), y2.stride(0)
+
+
 def rht_apply(x2, M, N, sxm, sxn, rp):
     """The RHT of the logical M x N matrix along N as a new contiguous float32 tensor of x2's
     shape (the unfused path; bf16 output rounded, held in float32)."""
@@ -375,10 +387,7 @@ def rht_apply(x2, M, N, sxm, sxn, rp):
     from . import triton_kernels as tk
 
     signs, out_bf16 = rp
-    y2 = torch.empty(x2.shape, dtype=torch.float32, device=x2.device)
-    # y2's strides for the logical (m, n): the same permutation as x2's
-    sym, syn = (y2.stride(0), y2.stride(1)) if (x2.dim() == 2 and sxm == x2.stride(0) and sxn == x2.stride(1)) \
-        else (y2.stride(1), y2.stride(0))
+    y2, sym, syn = like_matrix(x2, sxm, sxn)
     bf16 = x2.dtype == torch.bfloat16
     BM = 64
     grid = (triton.cdiv(M, BM), N // 16)

@@ -45,7 +45,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_rows_fast import (_amax2, _block_scale, _mag, _mult_b, _needs_exact, _nibble, _pack4, _unpack,
+from .triton_backend import _interpret
+from .triton_kernels import _bf16_rne
+from .triton_rows_fast import (_amax2, _block_scale, _mult_b, _needs_exact, _unpack, _word_codes,
                                _word_codes_exact)
 
 #: Accumulator models the kernels' bf16 tl.dot computes on each GPU family: Hopper (cc 9.x).
@@ -66,10 +68,8 @@ def _bf16_round(y, INTERP: tl.constexpr):
     """Step M5: float32 y to the nearest bf16 (ties to even, overflow -> Inf, NaN -> 0x7FFF),
     as float32. The interpreter's own fp32 -> bf16 cast truncates: integer ops there."""
     if INTERP:
-        b = y.to(tl.int32, bitcast=True)
-        r = (b + (0x7FFF + ((b >> 16) & 1))) & -65536
-        r = tl.where(y != y, 0x7FFF0000, r)
-        return r.to(tl.float32, bitcast=True)
+        r = _bf16_rne(y).to(tl.int32, bitcast=True)
+        return tl.where(y != y, 0x7FFF0000, r).to(tl.float32, bitcast=True)  # NaN: the model's
     else:
         return y.to(tl.bfloat16).to(tl.float32)
 
@@ -174,33 +174,6 @@ def _plain_words(x_ptr, t_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN
 
 
 @triton.jit
-def _nibble_c(x, mult, m2, m4, half, quarter, MX: tl.constexpr):
-    """triton_rows_fast._nibble with the two-level grid multipliers 1/2 and 1/4 given as
-    values (kernel arguments) instead of literals: with a literal multiplier and a literal
-    addend in one fma, ptxas rematerialises the multiplier before every fma once registers
-    are short (about 2 instructions per element here)."""
-    if MX:
-        return _nibble(x, mult, m2, m4, MX)
-    else:
-        t = tl.fma(x, mult, 0.0)
-        a = tl.abs(t)
-        u1 = (a + 4194304.0).to(tl.int32, bitcast=True)
-        u2 = tl.fma(a, half, 4194305.0).to(tl.int32, bitcast=True)
-        u3 = tl.fma(a, quarter, 4194306.0).to(tl.int32, bitcast=True)
-        return _mag(u1, u2, u3), (t.to(tl.int32, bitcast=True) >> 31) & 1
-
-
-@triton.jit
-def _word_codes_c(w, mult, m2, m4, half, quarter, MX: tl.constexpr):
-    """triton_rows_fast._word_codes through :func:`_nibble_c`."""
-    lo, hi = _unpack(w)
-    ul, sl = _nibble_c(lo, mult, m2, m4, half, quarter, MX)
-    uh, sh = _nibble_c(hi, mult, m2, m4, half, quarter, MX)
-    byte = (ul - 0x4A800000) + sl * 8 + (uh - 0x4A800000) * 16 + sh * 128
-    return _pack4(byte)
-
-
-@triton.jit
 def _words_amax(w):
     """[NB, H, 4] words -> [NB] sign-clear float32 pattern of the block amax (NaN: above all)."""
     lo, hi = _unpack(w)
@@ -219,7 +192,7 @@ def _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB
     if EXACT:
         q = _word_codes_exact(w, mb, MX)
     else:
-        q = _word_codes_c(w, mb, mb * 0.5, mb * 0.25, half, quarter, MX)  # [NB, K / 8]
+        q = _word_codes(w, mb, mb * 0.5, mb * 0.25, MX, half, quarter)  # [NB, K / 8]
     if not MX:
         q = tl.where(nan_scale[:, None], 0, q)  # NaN scale code: every element code 0
     # 16 bytes of codes per row of q4 (two 1 x 16 blocks or one 1 x 32 block: one thread's)
@@ -294,7 +267,8 @@ def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, 
     block; s_ptr: uint8 scale codes; ts_ptr: the constants of triton_backend.quantize_packed.
     A tile is R rows of 64 elements (R * 64 / K blocks); from the bf16 words on it is
     ``triton_rows_fast``'s tile (block scale, fast encoder, exact fallback per tile).
-    half, quarter: 0.5 and 0.25 (see :func:`_nibble_c`).
+    half, quarter: 0.5 and 0.25 (triton_rows_fast._mag_y: literals there cost ~2 instructions per
+    element in this kernel).
     PERSIST: a program loops over tiles pid, pid + P, ... (the wide matrix loaded once; the
     next tile's operand loaded ahead by hand; STAGES > 1 also lets triton pipeline the loop);
     else one tile per program. SPREAD=False drops the
@@ -396,12 +370,6 @@ def matrices(signs, device):
     return _MATS[key]
 
 
-def _interpret() -> bool:
-    import os
-
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
 def mma_arith(device=None):
     """The ``arith`` the kernels' bf16 dot computes on ``device`` (default: CUDA device 0):
     ``"mma:sm90-bf16"`` on Hopper (compute capability 9.x) and in the interpreter (its dots
@@ -452,9 +420,9 @@ def rht_apply(x2, M, N, sxm, sxn, r):
     x2[m * sxm + n * sxn]) as a float32 tensor of x2's shape and stride order."""
     import torch
 
-    y2 = torch.empty(x2.shape, dtype=torch.float32, device=x2.device)
-    sym, syn = (y2.stride(0), y2.stride(1)) if (x2.dim() == 2 and sxm == x2.stride(0) and sxn == x2.stride(1)) \
-        else (y2.stride(1), y2.stride(0))
+    from .triton_backend import like_matrix
+
+    y2, sym, syn = like_matrix(x2, sxm, sxn)
     _, t = matrices(r.signs, x2.device)
     if M and N:
         with _model_dots(r.arith):

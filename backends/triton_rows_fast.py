@@ -63,12 +63,16 @@ def _mag(u1, u2, u3):
 
 
 @triton.jit
-def _mag_y(y):
-    """Magnitude code of float32 y (not NaN): |y| rounded on the three grids by fma."""
+def _mag_y(y, half=0.5, quarter=0.25):
+    """Magnitude code of float32 y (not NaN): |y| rounded on the three grids by fma.
+
+    half, quarter: the grid multipliers 1/2 and 1/4, literals by default. A kernel short of
+    registers passes them as kernel arguments: with a literal multiplier and a literal addend
+    in one fma, ptxas rematerialises the multiplier before every fma (triton_rht_mma)."""
     a = tl.abs(y)
     u1 = (a + 4194304.0).to(tl.int32, bitcast=True)
-    u2 = tl.fma(a, 0.5, 4194305.0).to(tl.int32, bitcast=True)
-    u3 = tl.fma(a, 0.25, 4194306.0).to(tl.int32, bitcast=True)
+    u2 = tl.fma(a, half, 4194305.0).to(tl.int32, bitcast=True)
+    u3 = tl.fma(a, quarter, 4194306.0).to(tl.int32, bitcast=True)
     return _mag(u1, u2, u3)
 
 
@@ -84,19 +88,20 @@ def _mag_scaled(x, m1, m2, m4):
 
 
 @triton.jit
-def _nibble(x, mult, m2, m4, MX: tl.constexpr):
+def _nibble(x, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25):
     """Unsigned magnitude pattern u (0x4A800000 + code, int32) and sign bit (int32 0/1) of
     bf16 value x (as float32) times the block multiplier.
 
     Two-level: t = fma(x, mult, +0) is the float32 product y, but +0 where y is -0 (the sign
     is ``y < 0``); it equals y when no nonzero product underflows to zero, which the caller
-    checks per tile (mult >= 2^-16). MX: the product is exact and keeps the sign of x."""
+    checks per tile (mult >= 2^-16). MX: the product is exact and keeps the sign of x.
+    half, quarter: as :func:`_mag_y`."""
     if MX:
         u = _mag_scaled(x, mult, m2, m4)
         s = x.to(tl.int32, bitcast=True)
     else:
         t = tl.fma(x, mult, 0.0)
-        u = _mag_y(t)
+        u = _mag_y(t, half, quarter)
         s = t.to(tl.int32, bitcast=True)
     return u, (s >> 31) & 1
 
@@ -158,11 +163,12 @@ def _pack4(b):
 
 
 @triton.jit
-def _word_codes(w, mult, m2, m4, MX: tl.constexpr):
-    """[..., 4] int32 words (8 bf16) -> [...] int32 of their 8 codes (first in the low nibble)."""
+def _word_codes(w, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25):
+    """[..., 4] int32 words (8 bf16) -> [...] int32 of their 8 codes (first in the low nibble);
+    half, quarter as :func:`_mag_y`."""
     lo, hi = _unpack(w)
-    ul, sl = _nibble(lo, mult, m2, m4, MX)
-    uh, sh = _nibble(hi, mult, m2, m4, MX)
+    ul, sl = _nibble(lo, mult, m2, m4, MX, half, quarter)
+    uh, sh = _nibble(hi, mult, m2, m4, MX, half, quarter)
     # (u - 0x4A800000) + 8 s per nibble; the constants fold into one subtraction per word
     byte = (ul - 0x4A800000) + sl * 8 + (uh - 0x4A800000) * 16 + sh * 128
     return _pack4(byte)
