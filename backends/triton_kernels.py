@@ -25,6 +25,9 @@ import triton.language as tl
 
 # the FP32-pipe E2M1 encoder (proved equal to _e2m1_rne over every float32 in the tests)
 from .triton_rows_fast import _mag_scaled, _mag_y
+# block scales on amax bit patterns (shared with the fast rowwise kernels)
+from .triton_rows_fast import _block_scale as _block_scale_bits
+from .triton_rows_fast import _mult_b, _pow2, _ue4m3_rne
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -48,45 +51,6 @@ def amax_kernel(x_ptr, out_ptr, M, N, sxm, sxn, BM: tl.constexpr, BN: tl.constex
     x = _load_f32(x_ptr + offs, mask, BF16)
     b = x.to(tl.int32, bitcast=True) & 0x7FFFFFFF
     tl.atomic_max(out_ptr, tl.max(tl.max(b, axis=1), axis=0))
-
-
-@triton.jit
-def _floor_log2(b):
-    """Exact floor(log2 a) of positive float32 a given by its bit pattern b (int32)."""
-    E = (b >> 23) & 0xFF
-    M = b & 0x7FFFFF
-    # subnormal: the exponent of float(M) (exact, M < 2^23) gives floor(log2 M)
-    msub = ((M.to(tl.float32).to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
-    return tl.where(E == 0, msub - 149, E - 127)
-
-
-@triton.jit
-def _is_pow2(b):
-    E = (b >> 23) & 0xFF
-    M = b & 0x7FFFFF
-    return tl.where(E == 0, (M & (M - 1)) == 0, M == 0)
-
-
-@triton.jit
-def _pow2(e):
-    """float32 2^e for int32 e in [-127, 128] (2^128 -> +Inf), from the bit pattern."""
-    normal = (tl.maximum(e + 127, 0) << 23)
-    sub = tl.full(e.shape, 1 << 22, tl.int32)
-    return tl.where(e >= -126, normal, sub).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _ue4m3_rne(s):
-    """UE4M3 code of float32 s in [0, 448] or NaN: round to nearest even (NaN -> 0x7F)."""
-    b = s.to(tl.int32, bitcast=True)
-    # normal range s >= 2^-6: round the mantissa to 3 bits (ties to even), rebias 127 -> 7
-    rn = (b + 0x7FFFF + ((b >> 20) & 1)) >> 20
-    normal = rn - ((127 - 7) << 3)
-    # subnormal range: m = RNE(s * 2^9) in [0, 8] (8 is the code of 2^-6), by adding 2^23
-    t = s * 512.0 + 8388608.0
-    sub = t.to(tl.int32, bitcast=True) - 0x4B000000
-    code = tl.where(b >= 0x3C800000, normal, sub)
-    return tl.where(s != s, 0x7F, code)
 
 
 @triton.jit
@@ -319,51 +283,10 @@ def _block_scale(vm, ts_ptr, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.cons
                  NAN_INF: tl.constexpr, SCALING: tl.constexpr):
     """(scale code int32, element multiplier float32, nan-scale mask) of blocks with amax vm.
 
-    vm is the float32 amax (a NaN of any payload for a block holding a NaN)."""
-    if MX:
-        vmb = vm.to(tl.int32, bitcast=True) & 0x7FFFFFFF
-        vmb = tl.where(vm != vm, 0x7FC00000, vmb)
-        if NAN_INF:
-            nan_scale = vmb >= 0x7F800000
-        else:
-            nan_scale = vmb > 0x7F800000
-        ab = tl.where(nan_scale, 0x3F800000, vmb)
-        zero = ab == 0
-        safe = tl.where(zero, 0x3F800000, ab)
-        if RULE == 0:
-            e = _floor_log2(safe) - EMAX
-        elif RULE == 1:
-            e = _floor_log2(safe) + (~_is_pow2(safe)).to(tl.int32) - EMAX
-        elif RULE == 2:
-            e = (((safe + (1 << (22 - 1))) & 0x7F800000) >> 23) - 127 - EMAX
-        else:
-            d = ab.to(tl.float32, bitcast=True) * tl.load(ts_ptr + 2)
-            db = d.to(tl.int32, bitcast=True)
-            dz = db == 0
-            dinf = db == 0x7F800000
-            dsafe = tl.where(dz | dinf, 0x3F800000, db)
-            e = _floor_log2(dsafe) + (~_is_pow2(dsafe)).to(tl.int32)
-            e = tl.where(dinf, 127, e)
-            zero = zero | dz
-        e = tl.where(zero, -127, e)
-        e = tl.minimum(tl.maximum(e, -127), 127)
-        scode = tl.where(nan_scale, 255, e + 127)
-        if SCALING == 0:
-            shift = -e
-        elif SCALING == 2:
-            shift = tl.where(e == -127, 0, -e)
-        else:
-            shift = -tl.maximum(e, -126)
-        mult = tl.where(nan_scale, 0.0, _pow2(shift))
-    else:
-        mult_b = tl.load(ts_ptr) * tl.load(ts_ptr + 2)
-        s = vm * mult_b
-        # min(min(s, FLT_MAX), 448) in one step (Inf > 448; NaN passes through)
-        s = tl.where(s > 448.0, 448.0, s)
-        scode = _ue4m3_rne(s)
-        mult = tl.load(ts_ptr + 4 + scode)  # mult_table_kernel's entry (ts[4:132])
-        nan_scale = scode == 0x7F
-    return scode, mult, nan_scale
+    vm is the float32 amax (a NaN of any payload for a block holding a NaN); the rules are
+    triton_rows_fast._block_scale's, on vm's sign-clear bit pattern."""
+    vmb = vm.to(tl.int32, bitcast=True) & 0x7FFFFFFF
+    return _block_scale_bits(vmb, ts_ptr, _mult_b(ts_ptr, MX), MX, RULE, EMAX, NAN_INF, SCALING)
 
 
 @triton.jit

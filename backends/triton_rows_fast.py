@@ -182,15 +182,16 @@ def _word_codes_exact(w, mult, MX: tl.constexpr):
 
 
 # ---------------------------------------------------------------------------------------------
-# Block scales (a copy of triton_kernels._block_scale and its helpers, so this file does not
-# move with edits there; the tests compare both against the emulator)
+# Block scales (also triton_kernels._block_scale's: one implementation on amax bit patterns)
 # ---------------------------------------------------------------------------------------------
 
 
 @triton.jit
 def _floor_log2(b):
+    """Exact floor(log2 a) of positive float32 a given by its bit pattern b (int32)."""
     E = (b >> 23) & 0xFF
     M = b & 0x7FFFFF
+    # subnormal: the exponent of float(M) (exact, M < 2^23) gives floor(log2 M)
     msub = ((M.to(tl.float32).to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
     return tl.where(E == 0, msub - 149, E - 127)
 
@@ -204,6 +205,7 @@ def _is_pow2(b):
 
 @triton.jit
 def _pow2(e):
+    """float32 2^e for int32 e in [-127, 128] (2^128 -> +Inf), from the bit pattern."""
     normal = (tl.maximum(e + 127, 0) << 23)
     sub = tl.full(e.shape, 1 << 22, tl.int32)
     return tl.where(e >= -126, normal, sub).to(tl.float32, bitcast=True)
@@ -211,10 +213,13 @@ def _pow2(e):
 
 @triton.jit
 def _ue4m3_rne(s):
+    """UE4M3 code of float32 s in [0, 448] or NaN: round to nearest even (NaN -> 0x7F)."""
     b = s.to(tl.int32, bitcast=True)
+    # normal range s >= 2^-6: round the mantissa to 3 bits (ties to even), rebias 127 -> 7
     rn = (b + 0x7FFFF + ((b >> 20) & 1)) >> 20
     normal = rn - ((127 - 7) << 3)
-    t = s * 512.0 + 8388608.0  # s * 512 is exact: one rounding whether or not it is fused
+    # subnormal range: m = RNE(s * 2^9) in [0, 8] (8 is the code of 2^-6), by adding 2^23
+    t = s * 512.0 + 8388608.0
     sub = t.to(tl.int32, bitcast=True) - 0x4B000000
     code = tl.where(b >= 0x3C800000, normal, sub)
     return tl.where(s != s, 0x7F, code)
