@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,9 @@ import fp4spec
 from fp4spec.backends import torch_backend as tb
 from fp4spec.backends import triton_backend as trb
 from fp4spec.backends import triton_rows_fast as rf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gpu_quantize import cuda_time  # noqa: E402  (graph replay, median: the same timer)
 
 # (variant, BR, warps, programs per SM or None): about 8 per scheme
 CONFIGS = [("tb", 128, 4, None), ("tb", 256, 4, None), ("tb", 256, 8, None), ("tb", 512, 8, None),
@@ -158,33 +160,6 @@ def check_full(x, sed, configs, failures):
 
 
 # -- 2. timing ----------------------------------------------------------------------------------
-
-
-def cuda_time(fn, iters, per_graph=10):
-    """Seconds per call: median over `iters` replays of a CUDA graph of `per_graph` calls."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(per_graph):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3 / per_graph)
-    del g
-    return statistics.median(ts)
 
 
 # -- 3. SASS ------------------------------------------------------------------------------------
