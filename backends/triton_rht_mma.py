@@ -10,7 +10,9 @@ Kernels:
 
 * :func:`rows_rht_mma_kernel` -- fused RHT + rowwise quantize of a contiguous bf16 tensor
   (E2M1, 1 x 16 or 1 x 32 blocks, RNE, plain scales; two-level and MX), the tile encoder of
-  ``triton_rows_fast``'s ``tb``.
+  ``triton_rows_fast``'s ``tb``. Tensors of whole tiles read their operand by TMA (a 5-D
+  tensor descriptor whose box is one tile's permuted operand, :func:`tma_view`) in a loop
+  that triton pipelines; others by pointer loads.
 * :func:`rht_mma_kernel` -- the RHT of a logical M x N matrix along N (any strides) written
   to a float32 tensor: the unfused path (SR, columnwise, other elements, the cuBLAS layout).
 * :func:`rht_mma_amax_kernel` -- max |RHT(x)| of a contiguous tensor (the tensor amax of
@@ -59,6 +61,11 @@ FUSED_PERSIST, FUSED_PER_SM, FUSED_STAGES = True, 4, 1
 #: Register cap of the fused kernel (0: the compiler's choice). H200: 128 regs, 4 programs per SM:
 #: 0.288 ms (nvfp4) against 0.415 ms uncapped (145 regs, 3 programs per SM).
 FUSED_MAXNREG = 128
+#: Operand loads by the tensor memory accelerator (a 5-D descriptor, :func:`tma_view`) in a
+#: persistent loop that triton pipelines over FUSED_TMA_STAGES buffers; programs per SM and
+#: register cap of that grid. H200 (nvfp4 / mxfp4): 0.239 / 0.227 ms against 0.261 / 0.225
+#: for the hand-prefetched loop (benchmarks/RESULTS.md).
+FUSED_TMA, FUSED_TMA_PER_SM, FUSED_TMA_STAGES, FUSED_TMA_MAXNREG = True, 5, 3, 96
 #: Unfused kernel tile (logical rows per program) and amax tile (rows of 16 per program).
 APPLY_BM, AMAX_R = 64, 256
 
@@ -183,11 +190,11 @@ def _words_amax(w):
 @triton.jit
 def _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB: tl.constexpr, K: tl.constexpr,
                   EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
-                  NAN_INF: tl.constexpr, SCALING: tl.constexpr, EXACT: tl.constexpr):
+                  NAN_INF: tl.constexpr, SCALING: tl.constexpr, EXACT: tl.constexpr, GA: tl.constexpr = False):
     """Block amax, scale, codes of the [NB, K/8, 4] words w and their stores (EXACT: the exact
     encoder; else the fast one, exact where _needs_exact holds for no block)."""
     vmb = _words_amax(w)
-    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
+    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, GA)
     mb = mult[:, None, None]
     if EXACT:
         q = _word_codes_exact(w, mb, MX)
@@ -212,7 +219,8 @@ def _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB
 
 @triton.jit
 def _tile_flag(w, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
-               NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr, SPREAD: tl.constexpr):
+               NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr, SPREAD: tl.constexpr,
+               GA: tl.constexpr = False):
     """One tile-wide reduction for both rare cases: 2 = a NaN may have spread across RHT rows
     (recompute the values), 1 = a block the fast encoder may get wrong (exact encoder), 0 =
     neither."""
@@ -221,7 +229,7 @@ def _tile_flag(w, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl
     if SPREAD:
         flag = tl.where(vmb > 0x7F800000, 2, flag)
     if SLOW:
-        _, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
+        _, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, GA)
         flag = flag | _needs_exact(mult, nan_scale, MX).to(tl.int32)
     return tl.max(flag, axis=0)
 
@@ -230,9 +238,9 @@ def _tile_flag(w, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl
 def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK,
                 R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
                 RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
-                SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr):
-    """One tile. Each branch stores its own results, so no tensor leaves a branch: a value that
-    did would make Triton give both branches one layout (a shared-memory round trip of every
+                SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr, GA: tl.constexpr = False):
+    """One tile (GA: the multiplier gather by inline PTX, triton_rows_fast._load_hidden). Each
+    branch stores its own results, so no tensor leaves a branch: a value that did would make Triton give both branches one layout (a shared-memory round trip of every
     word on the fast path)."""
     G: tl.constexpr = K // 16
     NB: tl.constexpr = R * 4 // G
@@ -241,25 +249,25 @@ def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter,
     w = _wide_words(a, b, R, G, INTERP)
     f = 0
     if SPREAD or SLOW:
-        f = _tile_flag(w, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, SPREAD)
+        f = _tile_flag(w, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, SPREAD, GA)
     if f >= 2:  # rare: recompute every RHT row on its own, then the exact encoder (NaN blocks)
         w2 = _plain_words(x_ptr, t_ptr, e0, NELEM, R, G, EVEN, INTERP)
         _encode_store(w2, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
-                      NAN_INF, SCALING, SLOW)
+                      NAN_INF, SCALING, SLOW, GA)
     elif f == 1:  # rare: the exact encoder
         _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
-                      NAN_INF, SCALING, True)
+                      NAN_INF, SCALING, True, GA)
     else:
         _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
-                      NAN_INF, SCALING, False)
+                      NAN_INF, SCALING, False, GA)
 
 
 @triton.jit
-def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, NTILES, half, quarter,
+def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, NTILES, half, quarter,
                         R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
                         RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                         SLOW: tl.constexpr, INTERP: tl.constexpr, PERSIST: tl.constexpr = False,
-                        STAGES: tl.constexpr = 1, SPREAD: tl.constexpr = True):
+                        STAGES: tl.constexpr = 1, SPREAD: tl.constexpr = True, TMA: tl.constexpr = False):
     """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
 
     x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
@@ -269,6 +277,9 @@ def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, 
     ``triton_rows_fast``'s tile (block scale, fast encoder, exact fallback per tile).
     half, quarter: 0.5 and 0.25 (triton_rows_fast._mag_y: literals there cost ~2 instructions per
     element in this kernel).
+    x_desc: with TMA, the tensor descriptor of :func:`tma_view` over x (whole tiles only):
+    a program loops over tiles pid, pid + P, ..., and triton pipelines the operand loads over
+    STAGES shared-memory buffers (else any value: unused).
     PERSIST: a program loops over tiles pid, pid + P, ... (the wide matrix loaded once; the
     next tile's operand loaded ahead by hand; STAGES > 1 also lets triton pipeline the loop);
     else one tile per program. SPREAD=False drops the
@@ -276,7 +287,15 @@ def rows_rht_mma_kernel(x_ptr, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, 
     mult_b = _mult_b(ts_ptr, MX)
     b = _load_wide(w_ptr)
     pid = tl.program_id(0)
-    if PERSIST:
+    if TMA:
+        # the operand by the tensor memory accelerator: x_desc is the 5-D view of :func:`tma_view`,
+        # a box of it is the [R, 64] operand of :func:`_load_a` (rows m = 16 g + 8 h + l as
+        # [g, h, l], columns 16 t + k as [t, k]); triton pipelines the loads over STAGES buffers
+        for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
+            a = tl.reshape(x_desc.load([tile * (R // 16), 0, 0, 0, 0]), (R, 64))
+            _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K, EVEN,
+                        MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP)
+    elif PERSIST:
         # the next tile's operand is loaded before this tile is computed (one tile in flight
         # per program besides the one computed; the last prefetch rereads the last tile)
         a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, EVEN)
@@ -503,10 +522,29 @@ def quantize_packed_mma(x, sch, r, *, axis=-1, rounding="rne", rbits=None, sr_bi
     return {"packed": packed, "scales": scales, "global_scale": g, "scheme": sch}
 
 
+def _has_tensor_descriptors():
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401  (triton >= 3.3)
+    except ImportError:  # pragma: no cover
+        return False
+    return True
+
+
+def tma_view(x16, R):
+    """The tensor descriptor of the fused kernel's TMA loads: the contiguous int16 tensor x16
+    (R * 64 | numel) as the 5-D view [g, h, l, t, k] of element ``1024 g + 128 l + 32 t + 16 h
+    + k`` (strides 1024, 16, 128, 32, 1 elements: 16-byte multiples, not monotonic, which the
+    TMA allows), in boxes of [R / 16, 2, 8, 4, 16]: one tile's operand of :func:`_load_a`."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    return TensorDescriptor(x16, [x16.numel() // 1024, 2, 8, 4, 16], [1024, 16, 128, 32, 1], [R // 16, 2, 8, 4, 16])
+
+
 def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True, persist=None,
-                   programs_per_sm=None, stages=None, maxnreg=None):
+                   programs_per_sm=None, stages=None, maxnreg=None, tma=None):
     """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
-    kernel alone) and returns triton's compiled kernel (None for an empty tensor)."""
+    kernel alone) and returns triton's compiled kernel (None for an empty tensor). tma: load
+    the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles only)."""
     import torch
 
     from .triton_rows_fast import rows_flags
@@ -522,16 +560,24 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
                  num_warps=num_warps or FUSED_WARPS)
     ntiles = triton.cdiv(nel, R * 64)
     persist = FUSED_PERSIST if persist is None else persist
-    if persist:
+    x16 = x2.view(torch.int16)
+    tma = (FUSED_TMA if tma is None else tma) and nel % (R * 64) == 0 and nel > 0 and x16.data_ptr() % 16 == 0
+    tma = tma and _has_tensor_descriptors()
+    if tma:
+        sms = torch.cuda.get_device_properties(x2.device).multi_processor_count if x2.is_cuda else 4
+        grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_TMA_PER_SM))),)
+        flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES)
+    elif persist:
         sms = torch.cuda.get_device_properties(x2.device).multi_processor_count if x2.is_cuda else 4
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_PER_SM))),)
         flags.update(PERSIST=True, STAGES=stages or FUSED_STAGES)
     else:
         grid = (ntiles,)
-    maxnreg = FUSED_MAXNREG if maxnreg is None else maxnreg
+    maxnreg = (FUSED_TMA_MAXNREG if tma else FUSED_MAXNREG) if maxnreg is None else maxnreg
     if maxnreg and not _interpret():
         flags["maxnreg"] = maxnreg
-    args = (x2.view(torch.int16), w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles, 0.5, 0.25)
+    args = (x16, tma_view(x16, R) if tma else x16, w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles,
+            0.5, 0.25)
 
     def launch():
         if nel:

@@ -226,14 +226,26 @@ def _ue4m3_rne(s):
 
 
 @triton.jit
+def _load_hidden(ptrs, ASM: tl.constexpr):
+    """float32 loads; ASM: by inline PTX (ld.global.nc), which triton's loop pipeliner does not
+    see. Triton 3.6 cannot pipeline a TMA-fed wgmma loop that also holds a load depending on
+    the dot's result (it would have to predicate the wgmma): the multiplier gather is one."""
+    if ASM:
+        return tl.inline_asm_elementwise("ld.global.nc.f32 $0, [$1];", "=r,l", [ptrs], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.load(ptrs)
+
+
+@triton.jit
 def _block_scale(vmb, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
-                 NAN_INF: tl.constexpr, SCALING: tl.constexpr):
+                 NAN_INF: tl.constexpr, SCALING: tl.constexpr, GATHER_ASM: tl.constexpr = False):
     """(scale code, element multiplier, nan-scale mask) of blocks whose amax has the bit
     pattern vmb (int32, sign clear; any NaN pattern for a block holding a NaN).
 
     Two-level (TE): s = min(vm * fp32(S_enc * fp32(1/6)), 448) (NaN passes), UE4M3 RNE,
-    multiplier = the 128-entry table at ts[4:] (mult_table_kernel's). MX: as
-    triton_kernels._block_scale."""
+    multiplier = the 128-entry table at ts[4:] (mult_table_kernel's; GATHER_ASM: see
+    :func:`_load_hidden`). MX: as triton_kernels._block_scale."""
     if MX:
         vmb = tl.where(vmb > 0x7F800000, 0x7FC00000, vmb)
         if NAN_INF:
@@ -272,7 +284,7 @@ def _block_scale(vmb, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX
         s = vmb.to(tl.float32, bitcast=True) * mult_b
         s = tl.where(s > 448.0, 448.0, s)  # min(min(s, FLT_MAX), 448); NaN passes
         scode = _ue4m3_rne(s)
-        mult = tl.load(ts_ptr + 4 + scode)
+        mult = _load_hidden(ts_ptr + 4 + scode, GATHER_ASM)
         nan_scale = scode == 0x7F
     return scode, mult, nan_scale
 

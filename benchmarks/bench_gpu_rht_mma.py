@@ -188,10 +188,16 @@ def check_full(x, failures):
             failures.append(f"full {spec}")
 
 
-#: (persistent, R, warps, programs per SM, maxnreg) of the fused kernel's sweep.
-SWEEP = [(False, 64, 4, 0, 0), (False, 64, 4, 0, 96), (False, 64, 4, 0, 80), (False, 64, 4, 0, 128),
-         (True, 64, 4, 4, 128), (True, 64, 4, 4, 112), (True, 64, 4, 5, 104), (True, 64, 4, 6, 80),
-         (True, 128, 8, 3, 128), (True, 128, 8, 2, 168)]
+#: fused_launcher arguments of the fused kernel's sweep (R, warps, grid, register cap, TMA).
+SWEEP = ([dict(tma=False, persist=False, R=64, num_warps=4, maxnreg=mr) for mr in (0, 80)]
+         + [dict(tma=False, persist=True, R=64, num_warps=4, programs_per_sm=4, maxnreg=128)]
+         + [dict(tma=True, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
+            for p, st, mr in ((4, 3, 128), (4, 2, 128), (4, 4, 128), (3, 3, 168), (5, 3, 96), (6, 3, 80), (2, 3, 0),
+                              (8, 2, 64))]
+         + [dict(tma=True, R=128, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
+            for p, st, mr in ((2, 3, 0), (3, 2, 168))]
+         + [dict(tma=True, R=128, num_warps=8, programs_per_sm=p, stages=st, maxnreg=mr)
+            for p, st, mr in ((2, 3, 128), (3, 3, 80))])
 
 
 def time_all(x, iters, failures):
@@ -231,19 +237,21 @@ def time_all(x, iters, failures):
         sc = torch.empty((n, nb), dtype=torch.uint8, device=x.device)
         sch = resolve_scheme(spec)
         want = trb.quantize_packed(x, sch, rht=r, variant="unfused", **({"s_enc_dec": sed_r} if spec == "nvfp4" else {}))
-        for persist, R, w, per_sm, mr in SWEEP:
-            launch = rm.fused_launcher(x, pk, sc, ts, sch, r, R=R, num_warps=w, persist=persist, programs_per_sm=per_sm,
-                                       maxnreg=mr)
+        for kw in SWEEP:
+            launch = rm.fused_launcher(x, pk, sc, ts, sch, r, **kw)
+            tag = " ".join(f"{k}={v}" for k, v in kw.items())
             try:
+                pk.zero_()
+                sc.zero_()
                 k = launch()
                 regs = getattr(k, "n_regs", "?")
-                if not (torch.equal(pk, want["packed"]) and torch.equal(sc, want["scales"])):
-                    failures.append(f"sweep {spec} {persist} {R} {w} {per_sm} {mr}")
-                    log(f"  FAIL sweep {spec} {persist} {R} {w} {per_sm} {mr}: differs from the unfused path")
-                row(f"{spec} mma {'persist x' + str(per_sm) if persist else 'grid'} R={R} w={w} maxnreg={mr} "
-                    f"regs={regs}", launch, bytes_)
+                pk2, sc2 = pk.clone(), sc.clone()
+                if not (torch.equal(pk2, want["packed"]) and torch.equal(sc2, want["scales"])):
+                    failures.append(f"sweep {spec} {tag}")
+                    log(f"  FAIL sweep {spec} {tag}: differs from the unfused path")
+                row(f"{spec} mma {tag} regs={regs}", launch, bytes_)
             except Exception as exc:  # a configuration that does not compile or launch
-                log(f"  {spec} {persist} {R} {w} {per_sm} {mr}: {type(exc).__name__}: {str(exc)[:100]}")
+                log(f"  {spec} {tag}: {type(exc).__name__}: {str(exc)[:200]}")
     out["nv fwht"] = row("nvfp4 rowwise RHT fwht-fp32 fused (given)",
                          lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r), q_nv)
     out["mx fwht"] = row("mxfp4 rowwise RHT fwht-fp32 fused", lambda: trb.quantize_packed(x, "mxfp4", rht=te), q_mx)

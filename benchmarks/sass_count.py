@@ -33,7 +33,7 @@ from fp4spec.backends import triton_rows_fast as rf
 ALU = {"LOP3", "SHF", "IADD3", "ISETP", "FSETP", "SEL", "FMNMX", "IMNMX", "VIMNMX", "VIMNMX3", "VIADDMNMX", "PRMT",
        "SGXT", "LEA", "FSEL", "BMSK", "IABS", "POPC", "FLO", "BREV", "PLOP3", "P2R", "R2P"}
 FMA = {"FFMA", "FADD", "FMUL", "IMAD", "HFMA2", "VIADD", "FMUL2"}
-NODIV = {"NBLK", "seed", "NCH", "sgn"}
+NODIV = {"NBLK", "seed", "NCH", "sgn", "x_desc"}
 SCHEME = {"nvfp4": dict(MX=False, RULE=0, EMAX=0, NAN_INF=False, SCALING=0),
           "mxfp4": dict(MX=True, RULE=0, EMAX=2, NAN_INF=True, SCALING=0)}
 ELEM = dict(NTHR=7, INT4=False, NEGZERO=True, ZERO_POS=True)
@@ -72,7 +72,7 @@ SIG_ROWS = dict(x_ptr="*i64", q_ptr="*i64", s_ptr="*u8", r_ptr="*fp32", thr_ptr=
 SIG_COLS = dict(x_ptr="*i16", q_ptr="*i64", s_ptr="*i32", r_ptr="*fp32", thr_ptr="*fp32", dthr_ptr="*fp32",
                 mags_ptr="*fp32", ts_ptr="*fp32", NCOL="i32", sxr="i32", srr="i32", QW="i32", NSC="i32", CPAD="i32",
                 seed="i32")
-SIG_MMA = dict(x_ptr="*i16", w_ptr="*i16", t_ptr="*i16", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NELEM="i32",
+SIG_MMA = dict(x_ptr="*i16", x_desc="*i16", w_ptr="*i16", t_ptr="*i16", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NELEM="i32",
                NBLK="i32", NTILES="i32", half="fp32", quarter="fp32")
 SIG_TB = dict(x_ptr="*i32", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NBLK="i32")
 
@@ -117,9 +117,17 @@ def configs():
         # fused RHT rowwise on the tensor cores (arith "mma:sm90-bf16"): the wide dot
         for R, w in ((rm.FUSED_R, rm.FUSED_WARPS), (128, 4), (128, 8)):
             for slow, spread in ((True, True), (False, False)):
-                c = dict(R=R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, STAGES=1, SPREAD=spread, **SCHEME[spec])
+                c = dict(R=R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, STAGES=1, SPREAD=spread, TMA=False,
+                         **SCHEME[spec])
                 out.append((f"rows_mma {spec} R={R} w={w}" + ("" if slow else " (no fallbacks)"),
                             rm.rows_rht_mma_kernel, SIG_MMA, c, w, R * 64 / (32 * w)))
+        # ... with the operand by TMA (a 5-D tensor descriptor, pipelined persistent loop)
+        for slow, spread in ((True, True), (False, False)):
+            c = dict(R=rm.FUSED_R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, TMA=True, STAGES=rm.FUSED_TMA_STAGES,
+                     SPREAD=spread, **SCHEME[spec])
+            sig = {**SIG_MMA, "x_desc": f"tensordesc<i16[{rm.FUSED_R // 16},2,8,4,16]>"}
+            out.append((f"rows_mma_tma {spec} R={rm.FUSED_R} w={rm.FUSED_WARPS}" + ("" if slow else " (no fallbacks)"),
+                        rm.rows_rht_mma_kernel, sig, c, rm.FUSED_WARPS, rm.FUSED_R * 64 / (32 * rm.FUSED_WARPS)))
         # plain rowwise: tb (the default) and v2
         for slow in (True, False):
             c = dict(BR=trb.TB_BR, K=K, EVEN=True, SLOW=slow, **SCHEME[spec])

@@ -103,10 +103,13 @@ def test_fused_rowwise(spec, seed, r):
     assert_equal(out, reference(x, r, sch), x.shape)
 
 
-@pytest.mark.parametrize("persist", [False, True])
-@pytest.mark.parametrize("spec,shape", [("nvfp4", (5, 48)), ("mxfp4", (3, 96)), ("nvfp4", (64, 64))])
-def test_fused_grids_and_ragged(spec, shape, persist):
-    """Both grids, tensors that are not a whole number of tiles (masked loads and stores)."""
+@pytest.mark.parametrize("mode", ["grid", "persist", "tma"])
+@pytest.mark.parametrize("spec,shape", [("nvfp4", (5, 48)), ("mxfp4", (3, 96)), ("nvfp4", (64, 64)),
+                                        ("mxfp4", (32, 128))])
+def test_fused_grids_and_ragged(spec, shape, mode):
+    """The three loops (one tile per program, persistent with pointer loads, persistent with
+    TMA loads), tensors that are not a whole number of tiles (masked loads and stores; TMA
+    takes whole tiles only and leaves those to the pointer loads)."""
     x = bf16_values(np.random.default_rng(3).standard_normal(shape) * 3)
     sch = resolve_scheme(spec)
     xt = dev(x)
@@ -118,8 +121,42 @@ def test_fused_grids_and_ragged(spec, shape, persist):
         assert np.float32(ts[1].cpu()).view(np.uint32) == np.float32(ref.global_scale).view(np.uint32)
     else:
         ts = trb.mx_consts(sch, xt.device)
-    rm.fused_launcher(xt, packed, scales, ts, sch, TE, persist=persist, R=16)()
+    rm.fused_launcher(xt, packed, scales, ts, sch, TE, persist=mode == "persist", tma=mode == "tma", R=16)()
     assert_equal({"packed": packed, "scales": scales, "global_scale": None}, ref, shape)
+
+
+@pytest.mark.parametrize("spec", ["nvfp4", "mxfp4"])
+def test_tma_and_pointer_loads_agree(spec):
+    """The TMA loop (8 tiles of 16 rows over the 5-D view of tma_view, two per program) and the
+    pointer loads give the same bytes on adversarial data, the NaN-spread and exact-encoder
+    branches included."""
+    x = adversarial(1, rows=64)
+    sch = resolve_scheme(spec)
+    xt = dev(x)
+    ts = trb.two_level_consts(sch, xt.device, amax=rm.rht_amax(xt, TE)) if sch.structure == "two_level" else \
+        trb.mx_consts(sch, xt.device)
+    outs = []
+    for tma in (False, True):
+        packed = torch.zeros((64, 64), dtype=torch.uint8, device=xt.device)
+        scales = torch.zeros((64, 128 // sch.block_size), dtype=torch.uint8, device=xt.device)
+        rm.fused_launcher(xt, packed, scales, ts, sch, TE, tma=tma, R=16, programs_per_sm=1)()
+        outs.append((packed, scales))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    assert_equal({"packed": outs[1][0], "scales": outs[1][1], "global_scale": None}, reference(x, TE, sch), x.shape)
+
+
+def test_tma_view_is_the_operand_permutation():
+    """Box g of tma_view, reshaped to [R, 64], is _load_a's operand: row m = 16 g + 8 h + l,
+    column 16 t + k holds element ((8 g + l) * 4 + t) * 32 + 16 h + k."""
+    R = 32
+    x16 = torch.arange(2 * R * 64, dtype=torch.int16)
+    d = rm.tma_view(x16, R)
+    v = x16.as_strided(d.shape, d.strides)[R // 16:2 * (R // 16)]  # the second box
+    got = v.reshape(R, 64).numpy()
+    m, k = np.arange(R)[:, None], np.arange(64)[None, :]
+    g, h, l, t, kk = m // 16, (m // 8) % 2, m % 8, k // 16, k % 16
+    want = R * 64 + ((8 * g + l) * 4 + t) * 32 + 16 * h + kk
+    np.testing.assert_array_equal(got, want)
 
 
 def test_fast_encoder_alone_on_benign_data():
