@@ -66,6 +66,12 @@ FUSED_MAXNREG = 128
 #: register cap of that grid. H200 (nvfp4 / mxfp4): 0.239 / 0.227 ms against 0.261 / 0.225
 #: for the hand-prefetched loop (benchmarks/RESULTS.md).
 FUSED_TMA, FUSED_TMA_PER_SM, FUSED_TMA_STAGES, FUSED_TMA_MAXNREG = True, 5, 3, 96
+#: Operand rows per block size: pairs of accumulator rows hold 32 consecutive elements per
+#: thread (True: a 1 x 32 block in one thread, but the 5-D TMA box gets a 32-byte swizzle and
+#: 4-way bank conflicts in the operand reads), or plain 64-element rows (False: the 128-byte
+#: swizzle; a 1 x 32 block spans two threads). H200, TMA: nvfp4 0.237 (pair) / 0.231 ms
+#: (plain), mxfp4 0.225 / 0.238 ms.
+FUSED_PAIR = {16: False, 32: True}
 #: Unfused kernel tile (logical rows per program) and amax tile (rows of 16 per program).
 APPLY_BM, AMAX_R = 64, 256
 
@@ -136,16 +142,21 @@ def _load_wide(w_ptr):
 
 
 @triton.jit
-def _load_a(x_ptr, e0, NELEM, R: tl.constexpr, EVEN: tl.constexpr):
+def _load_a(x_ptr, e0, NELEM, R: tl.constexpr, EVEN: tl.constexpr, PAIR: tl.constexpr = True):
     """The [R, 64] int16 operand of the wide dot: the R * 64 elements from e0. Row
     m = 16 g + 8 h + l, column 16 t + k is element ((8 g + l) * 4 + t) * 32 + 16 h + k: the
     rows m and m + 8 that one thread's accumulator holds get 32 consecutive elements for each
     t -- the two halves of a 1 x 32 block, or two consecutive 1 x 16 blocks -- so a thread's
-    codes are 16 contiguous bytes and a warp's are 512 (the stores need no layout exchange)."""
+    codes are 16 contiguous bytes and a warp's are 512 (the stores need no layout exchange).
+    PAIR=False: row m is the 64 elements from e0 + 64 m (a plain [R, 64] tile: a TMA box that
+    the 128-byte swizzle fits; a thread then holds one RHT row of each of rows m, m + 8)."""
     m = tl.arange(0, R)
     k = tl.arange(0, 64)
-    row0 = ((m // 16) * 8 + m % 8) * 128 + ((m // 8) % 2) * 16
-    offs = row0[:, None] + ((k // 16) * 32 + k % 16)[None, :]
+    if PAIR:
+        row0 = ((m // 16) * 8 + m % 8) * 128 + ((m // 8) % 2) * 16
+        offs = row0[:, None] + ((k // 16) * 32 + k % 16)[None, :]
+    else:
+        offs = m[:, None] * 64 + k[None, :]
     if EVEN:
         return tl.load(x_ptr + e0 + offs)
     else:
@@ -153,14 +164,18 @@ def _load_a(x_ptr, e0, NELEM, R: tl.constexpr, EVEN: tl.constexpr):
 
 
 @triton.jit
-def _wide_words(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr):
+def _wide_words(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr, PAIR: tl.constexpr = True):
     """[R * 4 / G, 2 G, 4] int32: the bf16 RHT of the operand a (:func:`_load_a`) as words of
     two bf16 (element 2j in the low half), one quantization block per row, by the wide dot
     with b (the wide matrix, :func:`_load_wide`; module docstring); word w of a block is
     [.., w // 4, w % 4]."""
     y = _dot_bf16(a, b, INTERP)  # [R, 64] float32
-    # row 16 g + 8 h + l, column 8 i + 2 t + e -> element ((8 g + l) * 4 + t) * 32 + 16 h + 2 i + e
-    y = tl.permute(tl.reshape(y, (R // 16, 2, 8, 8, 4, 2)), (0, 2, 4, 1, 3, 5))  # [g, l, t, h, i, e]
+    if PAIR:
+        # row 16 g + 8 h + l, column 8 i + 2 t + e -> element ((8 g + l) * 4 + t) * 32 + 16 h + 2 i + e
+        y = tl.permute(tl.reshape(y, (R // 16, 2, 8, 8, 4, 2)), (0, 2, 4, 1, 3, 5))  # [g, l, t, h, i, e]
+    else:
+        # row m, column 8 i + 2 t + e -> element 64 m + 16 t + 2 i + e
+        y = tl.permute(tl.reshape(y, (R, 8, 4, 2)), (0, 2, 1, 3))  # [m, t, i, e]
     lo, hi = tl.split(y)
     return tl.reshape(_bf16x2(lo, hi, INTERP), (R * 4 // G, 2 * G, 4))
 
@@ -238,15 +253,17 @@ def _tile_flag(w, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl
 def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK,
                 R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
                 RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
-                SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr, GA: tl.constexpr = False):
+                SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr, GA: tl.constexpr = False,
+                PAIR: tl.constexpr = True):
     """One tile (GA: the multiplier gather by inline PTX, triton_rows_fast._load_hidden). Each
-    branch stores its own results, so no tensor leaves a branch: a value that did would make Triton give both branches one layout (a shared-memory round trip of every
-    word on the fast path)."""
+    branch stores its own results, so no tensor leaves a branch: a value that did would make
+    Triton give both branches one layout (a shared-memory round trip of every word on the fast
+    path)."""
     G: tl.constexpr = K // 16
     NB: tl.constexpr = R * 4 // G
     e0 = tl.cast(tile, tl.int64) * (R * 64)
     blk0 = e0 // K
-    w = _wide_words(a, b, R, G, INTERP)
+    w = _wide_words(a, b, R, G, INTERP, PAIR)
     f = 0
     if SPREAD or SLOW:
         f = _tile_flag(w, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, SPREAD, GA)
@@ -267,7 +284,8 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
                         R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
                         RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                         SLOW: tl.constexpr, INTERP: tl.constexpr, PERSIST: tl.constexpr = False,
-                        STAGES: tl.constexpr = 1, SPREAD: tl.constexpr = True, TMA: tl.constexpr = False):
+                        STAGES: tl.constexpr = 1, SPREAD: tl.constexpr = True, TMA: tl.constexpr = False,
+                        PAIR: tl.constexpr = True):
     """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
 
     x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
@@ -292,23 +310,26 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
         # a box of it is the [R, 64] operand of :func:`_load_a` (rows m = 16 g + 8 h + l as
         # [g, h, l], columns 16 t + k as [t, k]); triton pipelines the loads over STAGES buffers
         for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
-            a = tl.reshape(x_desc.load([tile * (R // 16), 0, 0, 0, 0]), (R, 64))
+            if PAIR:
+                a = tl.reshape(x_desc.load([tile * (R // 16), 0, 0, 0, 0]), (R, 64))
+            else:
+                a = x_desc.load([tile * R, 0])
             _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K, EVEN,
-                        MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP)
+                        MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR)
     elif PERSIST:
         # the next tile's operand is loaded before this tile is computed (one tile in flight
         # per program besides the one computed; the last prefetch rereads the last tile)
-        a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, EVEN)
+        a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, EVEN, PAIR)
         for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
             nxt = tl.minimum(tile + tl.num_programs(0), NTILES - 1)
-            a_next = _load_a(x_ptr, tl.cast(nxt, tl.int64) * (R * 64), NELEM, R, EVEN)
+            a_next = _load_a(x_ptr, tl.cast(nxt, tl.int64) * (R * 64), NELEM, R, EVEN, PAIR)
             _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K, EVEN, MX, RULE,
-                        EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD)
+                        EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR)
             a = a_next
     else:
-        a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, EVEN)
+        a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, EVEN, PAIR)
         _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, pid, NELEM, NBLK, R, K, EVEN, MX,
-                    RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD)
+                    RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -530,18 +551,20 @@ def _has_tensor_descriptors():
     return True
 
 
-def tma_view(x16, R):
+def tma_view(x16, R, pair=True):
     """The tensor descriptor of the fused kernel's TMA loads: the contiguous int16 tensor x16
     (R * 64 | numel) as the 5-D view [g, h, l, t, k] of element ``1024 g + 128 l + 32 t + 16 h
     + k`` (strides 1024, 16, 128, 32, 1 elements: 16-byte multiples, not monotonic, which the
     TMA allows), in boxes of [R / 16, 2, 8, 4, 16]: one tile's operand of :func:`_load_a`."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
+    if not pair:  # plain rows: the [numel / 64, 64] matrix in [R, 64] boxes
+        return TensorDescriptor(x16, [x16.numel() // 64, 64], [64, 1], [R, 64])
     return TensorDescriptor(x16, [x16.numel() // 1024, 2, 8, 4, 16], [1024, 16, 128, 32, 1], [R // 16, 2, 8, 4, 16])
 
 
 def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True, persist=None,
-                   programs_per_sm=None, stages=None, maxnreg=None, tma=None):
+                   programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None):
     """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
     kernel alone) and returns triton's compiled kernel (None for an empty tensor). tma: load
     the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles only)."""
@@ -556,7 +579,8 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
         raise ValueError(f"BM: {R} rows of 64 elements per program is not a power of two >= 16")
     w, t = matrices(r.signs, x2.device)
     flags = rows_flags(sch)
-    flags.update(R=R, K=K, EVEN=nel % (R * 64) == 0, SLOW=bool(exact_fallback), INTERP=_interpret(),
+    pair = FUSED_PAIR[K] if pair is None else pair
+    flags.update(R=R, K=K, EVEN=nel % (R * 64) == 0, SLOW=bool(exact_fallback), INTERP=_interpret(), PAIR=bool(pair),
                  num_warps=num_warps or FUSED_WARPS)
     ntiles = triton.cdiv(nel, R * 64)
     persist = FUSED_PERSIST if persist is None else persist
@@ -576,8 +600,8 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     maxnreg = (FUSED_TMA_MAXNREG if tma else FUSED_MAXNREG) if maxnreg is None else maxnreg
     if maxnreg and not _interpret():
         flags["maxnreg"] = maxnreg
-    args = (x16, tma_view(x16, R) if tma else x16, w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles,
-            0.5, 0.25)
+    xd = tma_view(x16, R, pair) if tma else x16
+    args = (x16, xd, w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles, 0.5, 0.25)
 
     def launch():
         if nel:
@@ -587,6 +611,7 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     return launch
 
 
-__all__ = ["APPLY_BM", "AMAX_R", "FUSED_R", "FUSED_WARPS", "MMA_ARITHS", "as_bf16", "fused_launcher", "fused_ok", "matrices", "mma_arith",
-           "quantize_packed_mma", "rht_amax", "rht_apply", "rht_mma_amax_kernel",
-           "rht_mma_kernel", "rows_rht_mma_kernel", "t_matrix_bits", "wide_matrix_bits"]
+__all__ = ["APPLY_BM", "AMAX_R", "FUSED_PAIR", "FUSED_R", "FUSED_TMA", "FUSED_WARPS", "MMA_ARITHS", "as_bf16",
+           "fused_launcher", "fused_ok", "matrices", "mma_arith", "quantize_packed_mma", "rht_amax", "rht_apply",
+           "rht_mma_amax_kernel", "rht_mma_kernel", "rows_rht_mma_kernel", "t_matrix_bits", "tma_view",
+           "wide_matrix_bits"]

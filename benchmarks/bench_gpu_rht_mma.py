@@ -191,12 +191,14 @@ def check_full(x, failures):
 #: fused_launcher arguments of the fused kernel's sweep (R, warps, grid, register cap, TMA).
 SWEEP = ([dict(tma=False, persist=False, R=64, num_warps=4, maxnreg=mr) for mr in (0, 80)]
          + [dict(tma=False, persist=True, R=64, num_warps=4, programs_per_sm=4, maxnreg=128)]
-         + [dict(tma=True, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
+         + [dict(tma=True, pair=True, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
             for p, st, mr in ((4, 3, 128), (4, 2, 128), (4, 4, 128), (3, 3, 168), (5, 3, 96), (6, 3, 80), (2, 3, 0),
                               (8, 2, 64))]
-         + [dict(tma=True, R=128, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
+         + [dict(tma=True, pair=False, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
+            for p, st, mr in ((5, 3, 96), (4, 3, 128), (6, 3, 80), (5, 2, 96), (7, 2, 72))]
+         + [dict(tma=True, pair=True, R=128, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
             for p, st, mr in ((2, 3, 0), (3, 2, 168))]
-         + [dict(tma=True, R=128, num_warps=8, programs_per_sm=p, stages=st, maxnreg=mr)
+         + [dict(tma=True, pair=True, R=128, num_warps=8, programs_per_sm=p, stages=st, maxnreg=mr)
             for p, st, mr in ((2, 3, 128), (3, 3, 80))])
 
 
@@ -274,7 +276,11 @@ def main():
     ap.add_argument("--size", type=int, default=16384)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--only", default="check,full,time")
+    ap.add_argument("--rows", choices=("default", "plain", "pair"), default="default",
+                    help="the fused kernel's operand rows for both block sizes (triton_rht_mma.FUSED_PAIR)")
     args = ap.parse_args()
+    if args.rows != "default":
+        rm.FUSED_PAIR = {16: args.rows == "pair", 32: args.rows == "pair"}
     only = set(args.only.split(","))
     log(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (interpreter)'}, torch {torch.__version__}, mma arith here: {rm.mma_arith()}")
     failures = []

@@ -121,13 +121,17 @@ def configs():
                          **SCHEME[spec])
                 out.append((f"rows_mma {spec} R={R} w={w}" + ("" if slow else " (no fallbacks)"),
                             rm.rows_rht_mma_kernel, SIG_MMA, c, w, R * 64 / (32 * w)))
-        # ... with the operand by TMA (a 5-D tensor descriptor, pipelined persistent loop)
-        for slow, spread in ((True, True), (False, False)):
-            c = dict(R=rm.FUSED_R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, TMA=True, STAGES=rm.FUSED_TMA_STAGES,
-                     SPREAD=spread, **SCHEME[spec])
-            sig = {**SIG_MMA, "x_desc": f"tensordesc<i16[{rm.FUSED_R // 16},2,8,4,16]>"}
-            out.append((f"rows_mma_tma {spec} R={rm.FUSED_R} w={rm.FUSED_WARPS}" + ("" if slow else " (no fallbacks)"),
-                        rm.rows_rht_mma_kernel, sig, c, rm.FUSED_WARPS, rm.FUSED_R * 64 / (32 * rm.FUSED_WARPS)))
+        # ... with the operand by TMA (the default: pipelined persistent loop; static counts
+        # include the pipeline's prologue and epilogue copies of the loop body)
+        for pair in (True, False):
+            for slow, spread in ((True, True), (False, False)):
+                c = dict(R=rm.FUSED_R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, TMA=True,
+                         STAGES=rm.FUSED_TMA_STAGES, SPREAD=spread, PAIR=pair, **SCHEME[spec])
+                box = f"{rm.FUSED_R // 16},2,8,4,16" if pair else f"{rm.FUSED_R},64"
+                sig = {**SIG_MMA, "x_desc": f"tensordesc<i16[{box}]>"}
+                out.append((f"rows_mma_tma {spec} {'pair' if pair else 'plain'} R={rm.FUSED_R} w={rm.FUSED_WARPS}"
+                            + ("" if slow else " (no fallbacks)"),
+                            rm.rows_rht_mma_kernel, sig, c, rm.FUSED_WARPS, rm.FUSED_R * 64 / (32 * rm.FUSED_WARPS)))
         # plain rowwise: tb (the default) and v2
         for slow in (True, False):
             c = dict(BR=trb.TB_BR, K=K, EVEN=True, SLOW=slow, **SCHEME[spec])

@@ -125,11 +125,12 @@ def test_fused_grids_and_ragged(spec, shape, mode):
     assert_equal({"packed": packed, "scales": scales, "global_scale": None}, ref, shape)
 
 
+@pytest.mark.parametrize("pair", [True, False], ids=["pair", "plain"])
 @pytest.mark.parametrize("spec", ["nvfp4", "mxfp4"])
-def test_tma_and_pointer_loads_agree(spec):
-    """The TMA loop (8 tiles of 16 rows over the 5-D view of tma_view, two per program) and the
-    pointer loads give the same bytes on adversarial data, the NaN-spread and exact-encoder
-    branches included."""
+def test_tma_and_pointer_loads_agree(spec, pair):
+    """The TMA loop (8 tiles of 16 rows over tma_view, two per program) and the pointer loads
+    give the same bytes on adversarial data, the NaN-spread and exact-encoder branches
+    included, for both operand row orders (paired rows: the 5-D view; plain rows: 2-D)."""
     x = adversarial(1, rows=64)
     sch = resolve_scheme(spec)
     xt = dev(x)
@@ -139,15 +140,16 @@ def test_tma_and_pointer_loads_agree(spec):
     for tma in (False, True):
         packed = torch.zeros((64, 64), dtype=torch.uint8, device=xt.device)
         scales = torch.zeros((64, 128 // sch.block_size), dtype=torch.uint8, device=xt.device)
-        rm.fused_launcher(xt, packed, scales, ts, sch, TE, tma=tma, R=16, programs_per_sm=1)()
+        rm.fused_launcher(xt, packed, scales, ts, sch, TE, tma=tma, pair=pair, R=16, programs_per_sm=1)()
         outs.append((packed, scales))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
     assert_equal({"packed": outs[1][0], "scales": outs[1][1], "global_scale": None}, reference(x, TE, sch), x.shape)
 
 
 def test_tma_view_is_the_operand_permutation():
-    """Box g of tma_view, reshaped to [R, 64], is _load_a's operand: row m = 16 g + 8 h + l,
-    column 16 t + k holds element ((8 g + l) * 4 + t) * 32 + 16 h + k."""
+    """Box g of tma_view, reshaped to [R, 64], is _load_a's operand: paired rows, row
+    m = 16 g + 8 h + l, column 16 t + k holds element ((8 g + l) * 4 + t) * 32 + 16 h + k;
+    plain rows, row m holds the 64 elements from 64 m."""
     R = 32
     x16 = torch.arange(2 * R * 64, dtype=torch.int16)
     d = rm.tma_view(x16, R)
@@ -157,6 +159,9 @@ def test_tma_view_is_the_operand_permutation():
     g, h, l, t, kk = m // 16, (m // 8) % 2, m % 8, k // 16, k % 16
     want = R * 64 + ((8 * g + l) * 4 + t) * 32 + 16 * h + kk
     np.testing.assert_array_equal(got, want)
+    d = rm.tma_view(x16, R, pair=False)  # plain rows: box g is elements g R 64 .. (g + 1) R 64 in order
+    v = x16.as_strided(d.shape, d.strides)[R:2 * R]
+    np.testing.assert_array_equal(v.numpy(), R * 64 + m * 64 + k)
 
 
 def test_fast_encoder_alone_on_benign_data():
