@@ -59,7 +59,7 @@ for step in "$@"; do
     pytest) run_step pytest timeout "${PYTEST_TIMEOUT:-300}" python3 -P -m pytest -q -x -p no:cacheprovider ${PYTEST_ARGS:-tests/backends} ;;
     ncu) run_step ncu timeout "${NCU_TIMEOUT:-180}" ncu --clock-control none -k "regex:${NCU_KERNELS:-quantize_rows}" \
            --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-           --section WarpStateStats --section LaunchStats --section Occupancy --section InstructionStats \
+           --section WarpStateStats --section LaunchStats --section Occupancy --section InstructionStats --section SchedulerStats \
            python3 ${NCU_SCRIPT:-benchmarks/profile_gpu_rows.py} ;;
     *) echo "unknown step $step"; status=2 ;;
   esac

@@ -4,7 +4,8 @@ tensor, for a profiler (benchmarks/gpu_session.sh ncu with NCU_SCRIPT set to thi
     ncu --clock-control none -k regex:"rows_rht_mma|rows_tb" --section WarpStateStats ... \\
         python benchmarks/profile_gpu_rht_mma.py
 
-Each runs twice (JIT warm-up, then the profiled launch): nvfp4 with the tensor scale given.
+Each runs twice (JIT warm-up, then the profiled launch): nvfp4 with the tensor scale given,
+then the fused butterfly kernel (``fwht-fp32``, quantize_rows_rht_kernel) for comparison.
 """
 
 import torch
@@ -23,7 +24,8 @@ ts = trb.two_level_consts(nv, x.device, s_enc_dec=sed)
 pk = torch.empty((16384, 8192), dtype=torch.uint8, device="cuda")
 sc = torch.empty((16384, 1024), dtype=torch.uint8, device="cuda")
 for _ in range(2):
-    rm.fused_launcher(x, pk, sc, ts, nv, r, maxnreg=128)()
+    rm.fused_launcher(x, pk, sc, ts, nv, r)()
     trb.quantize_packed(x, nv, s_enc_dec=sed)
+    trb.quantize_packed(x, nv, rht=RHT.te(), s_enc_dec=sed)
 torch.cuda.synchronize()
 print("done")
