@@ -216,6 +216,10 @@ COLS_BC, COLS_WARPS, COLS_BANDS = 512, 2, 8
 #: 16384^2 bf16 (benchmarks/RESULTS.md): nvfp4 128/4/4 0.687 ms vs 256/4/4 0.853 ms (v2: 0.795);
 #: mxfp4 128/4/2 0.240 ms (v2: 0.997).
 COLS3_CFG = {16: (128, 4, 4), 32: (128, 4, 2)}
+#: cols3 loads one value per thread in its compute layout, per (block size, with the RHT):
+#: the 8-byte loads' layout conversions serialised the 1 x 16 kernel's row loads. H200 nvfp4
+#: columnwise 0.687 -> 0.248 ms (0.398 -> 0.297 with the RHT); 1 x 32 is faster without.
+COLS3_SCALAR_LOADS = {(16, False): True, (16, True): True}
 #: ... for SR and non-E2M1 elements (the generic encoder: more registers, longer compiles).
 COLS3_GENERIC = (128, 4, 1)
 COLS_VARIANT = "cols3"
@@ -582,10 +586,11 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
             grid = (triton.cdiv(M, bc), nsc // nb)
             sview = scales if nb == 1 else scales.view(torch.int16 if nb == 2 else torch.int32)
             tk.quantize_cols3_kernel[grid](
-                xin, packed.view(torch.int64), sview, r_in, thr, dthr, mags, ts, M, sxn, srr, N // 16, nsc, cpad, seed_v, sign_words(sgn),
+                xin, packed.view(torch.int64), sview, r_in, thr, dthr, mags, ts, M, sxn, srr, N // 16, nsc, cpad, seed_v,
+                sign_words(sgn), 0,
                 BC=bc, K=K, NB=nb, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits), IN_BF16=bf16,
-                CUBLAS=cublas, RHT=rp is not None, SLOW=FAST_EXACT_FALLBACK, num_warps=num_warps or w, **flags, **eflags,
-                **rflags)
+                CUBLAS=cublas, RHT=rp is not None, SLOW=FAST_EXACT_FALLBACK, num_warps=num_warps or w,
+                SCALAR_LOADS=COLS3_SCALAR_LOADS.get((K, rp is not None), False), **flags, **eflags, **rflags)
         else:
             bc = BN or COLS_BC
             if sr_mode == 2 and bc % 4:

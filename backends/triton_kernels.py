@@ -1187,13 +1187,14 @@ def _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c, c0,
 
 @triton.jit
 def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr,
-                          NCOL, sxr, srr, QW, NSC, CPAD, seed, sgn,
+                          NCOL, sxr, srr, QW, NSC, CPAD, seed, sgn, col_xor,
                           BC: tl.constexpr, K: tl.constexpr, NB: tl.constexpr, FAST: tl.constexpr,
                           MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
                           SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
                           INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
                           IN_BF16: tl.constexpr, CUBLAS: tl.constexpr, RHT: tl.constexpr, SIGNS: tl.constexpr,
-                          OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr, SLOW: tl.constexpr = True):
+                          OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr, SLOW: tl.constexpr = True,
+                          SCALAR_LOADS: tl.constexpr = False):
     """Columnwise quantization (of x^T, blocks of K = 16 or 32 rows of the row-major x), with
     or without the RHT along the block (axis 0), without a transpose.
 
@@ -1223,7 +1224,15 @@ def quantize_cols3_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_pt
     jb = tl.arange(0, NB)
     row0 = ((blk0 + jb) * K).to(tl.int64)[:, None]
     mask = tl.broadcast_to(cmask[None, :], (NB, BC))
-    sc, wa, wb = _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c64[None, :], c0, mask, sxr, srr,
+    if SCALAR_LOADS:
+        # col_xor is a run-time 0: triton cannot prove the columns contiguous, so each value is
+        # loaded in the layout that computes it. Its 8-byte loads would each be followed by a
+        # layout conversion through shared memory, whose barriers keep the next row's load from
+        # issuing before the conversion (one load in flight per warp; H200 nvfp4 0.70 ms)
+        cl = c64 ^ col_xor
+    else:
+        cl = c64
+    sc, wa, wb = _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, cl[None, :], c0, mask, sxr, srr,
                               NCOL, seed, NB, BC, K, FAST, MX, RULE, EMAX, NAN_INF, SCALING, NTHR, SR, SR_BITS,
                               INT4, NEGZERO, ZERO_POS, IN_BF16, RHT, SIGNS, sgn, OUT_BF16, BF16_CVT, SLOW)
     W: tl.constexpr = NB * (K // 16)

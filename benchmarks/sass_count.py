@@ -33,7 +33,7 @@ from fp4spec.backends import triton_rows_fast as rf
 ALU = {"LOP3", "SHF", "IADD3", "ISETP", "FSETP", "SEL", "FMNMX", "IMNMX", "VIMNMX", "VIMNMX3", "VIADDMNMX", "PRMT",
        "SGXT", "LEA", "FSEL", "BMSK", "IABS", "POPC", "FLO", "BREV", "PLOP3", "P2R", "R2P"}
 FMA = {"FFMA", "FADD", "FMUL", "IMAD", "HFMA2", "VIADD", "FMUL2"}
-NODIV = {"NBLK", "seed", "NCH", "sgn", "x_desc"}
+NODIV = {"NBLK", "seed", "NCH", "sgn", "x_desc", "col_xor"}
 SCHEME = {"nvfp4": dict(MX=False, RULE=0, EMAX=0, NAN_INF=False, SCALING=0),
           "mxfp4": dict(MX=True, RULE=0, EMAX=2, NAN_INF=True, SCALING=0)}
 ELEM = dict(NTHR=7, INT4=False, NEGZERO=True, ZERO_POS=True)
@@ -71,7 +71,7 @@ SIG_ROWS = dict(x_ptr="*i64", q_ptr="*i64", s_ptr="*u8", r_ptr="*fp32", thr_ptr=
                 mags_ptr="*fp32", ts_ptr="*fp32", NBLK="i32", NSC="i32", CPAD="i32", seed="i32")
 SIG_COLS = dict(x_ptr="*i16", q_ptr="*i64", s_ptr="*i32", r_ptr="*fp32", thr_ptr="*fp32", dthr_ptr="*fp32",
                 mags_ptr="*fp32", ts_ptr="*fp32", NCOL="i32", sxr="i32", srr="i32", QW="i32", NSC="i32", CPAD="i32",
-                seed="i32")
+                seed="i32", sgn=("i32",) * 16, col_xor="i32")
 SIG_MMA = dict(x_ptr="*i16", x_desc="*i16", w_ptr="*i16", t_ptr="*i16", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NELEM="i32",
                NBLK="i32", NTILES="i32", half="fp32", quarter="fp32")
 SIG_TB = dict(x_ptr="*i32", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NBLK="i32")
@@ -106,7 +106,7 @@ def configs():
         bc, w, nb = trb.COLS3_CFG[K]  # quantize_packed's columnwise default
         for rht, slow in ((True, True), (True, False), (False, True), (False, False)):
             c = dict(BC=bc, K=K, NB=nb, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, RHT=rht,
-                     **SCHEME[spec], **ELEM, **_rht())
+                     SCALAR_LOADS=trb.COLS3_SCALAR_LOADS.get((K, rht), False), **SCHEME[spec], **ELEM, **_rht())
             if "SLOW" in tk.quantize_cols3_kernel.arg_names:
                 c["SLOW"] = slow
             elif not slow:

@@ -118,6 +118,27 @@ def test_fused_rht(backend, name, over, axis):
          reference(x, sch, SEEDED32, axis, rounding="sr", rbits=rb, sr_bits=24), axis)
 
 
+@pytest.mark.parametrize("rht", [None, TE], ids=["plain", "rht"])
+@pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
+def test_cols3_scalar_and_vector_loads_agree(backend, monkeypatch, name, rht):
+    """cols3 with one value per thread loaded in its compute layout (COLS3_SCALAR_LOADS) and
+    with 8-byte loads: the same bytes, equal to the reference, on adversarial bf16 data with
+    ragged columns (masked loads)."""
+    from fp4spec.backends import triton_backend as trb
+
+    sch = fp4spec.get_scheme(name)
+    x = np.ascontiguousarray(rht_adversarial(TE, 3, rows=48, cols=64).T)  # 64 x 48: blocks down the columns
+    x = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+    xt = _dev(x, torch.bfloat16, backend)
+    outs = []
+    for scalar in (False, True):
+        monkeypatch.setitem(trb.COLS3_SCALAR_LOADS, (sch.block_size, rht is not None), scalar)
+        outs.append(quantize_packed(xt, sch, axis=0, rht=rht, variant="cols3", BN=32))
+    assert torch.equal(outs[0]["packed"], outs[1]["packed"]) and torch.equal(outs[0]["scales"], outs[1]["scales"])
+    if rht is not None:
+        same(outs[1], reference(x, sch, rht, 0), 0)
+
+
 @pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_fused_rht_bf16_input(backend, name, axis):
