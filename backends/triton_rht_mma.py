@@ -10,9 +10,9 @@ Kernels:
 
 * :func:`rows_rht_mma_kernel` -- fused RHT + rowwise quantize of a contiguous bf16 tensor
   (E2M1, 1 x 16 or 1 x 32 blocks, RNE, plain scales; two-level and MX), the tile encoder of
-  ``triton_rows_fast``'s ``tb``. Tensors of whole tiles read their operand by TMA (a 5-D
-  tensor descriptor whose box is one tile's permuted operand, :func:`tma_view`) in a loop
-  that triton pipelines; others by pointer loads.
+  ``triton_rows_fast``'s ``tb``. Tensors of whole tiles read their operand by TMA (a tensor
+  descriptor whose box is one tile's operand, :func:`tma_view`: 2-D for plain rows, 5-D for
+  the paired rows of 1 x 32 blocks) in a loop that triton pipelines; others by pointer loads.
 * :func:`rht_mma_kernel` -- the RHT of a logical M x N matrix along N (any strides) written
   to a float32 tensor: the unfused path (SR, columnwise, other elements, the cuBLAS layout).
 * :func:`rht_mma_amax_kernel` -- max |RHT(x)| of a contiguous tensor (the tensor amax of
@@ -61,9 +61,9 @@ FUSED_PERSIST, FUSED_PER_SM, FUSED_STAGES = True, 4, 1
 #: Register cap of the fused kernel (0: the compiler's choice). H200: 128 regs, 4 programs per SM:
 #: 0.288 ms (nvfp4) against 0.415 ms uncapped (145 regs, 3 programs per SM).
 FUSED_MAXNREG = 128
-#: Operand loads by the tensor memory accelerator (a 5-D descriptor, :func:`tma_view`) in a
+#: Operand loads by the tensor memory accelerator (a tensor descriptor, :func:`tma_view`) in a
 #: persistent loop that triton pipelines over FUSED_TMA_STAGES buffers; programs per SM and
-#: register cap of that grid. H200 (nvfp4 / mxfp4): 0.239 / 0.227 ms against 0.261 / 0.225
+#: register cap of that grid. H200 (nvfp4 / mxfp4): 0.231 / 0.225 ms against 0.262 / 0.224
 #: for the hand-prefetched loop (benchmarks/RESULTS.md).
 FUSED_TMA, FUSED_TMA_PER_SM, FUSED_TMA_STAGES, FUSED_TMA_MAXNREG = True, 5, 3, 96
 #: Operand rows per block size: pairs of accumulator rows hold 32 consecutive elements per
@@ -306,9 +306,9 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
     b = _load_wide(w_ptr)
     pid = tl.program_id(0)
     if TMA:
-        # the operand by the tensor memory accelerator: x_desc is the 5-D view of :func:`tma_view`,
-        # a box of it is the [R, 64] operand of :func:`_load_a` (rows m = 16 g + 8 h + l as
-        # [g, h, l], columns 16 t + k as [t, k]); triton pipelines the loads over STAGES buffers
+        # the operand by the tensor memory accelerator: a box of x_desc (:func:`tma_view`) is the
+        # [R, 64] operand of :func:`_load_a` (paired rows: the 5-D box [g, h, l, t, k] for row
+        # m = 16 g + 8 h + l, column 16 t + k); triton pipelines the loads over STAGES buffers
         for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
             if PAIR:
                 a = tl.reshape(x_desc.load([tile * (R // 16), 0, 0, 0, 0]), (R, 64))
@@ -552,10 +552,11 @@ def _has_tensor_descriptors():
 
 
 def tma_view(x16, R, pair=True):
-    """The tensor descriptor of the fused kernel's TMA loads: the contiguous int16 tensor x16
-    (R * 64 | numel) as the 5-D view [g, h, l, t, k] of element ``1024 g + 128 l + 32 t + 16 h
-    + k`` (strides 1024, 16, 128, 32, 1 elements: 16-byte multiples, not monotonic, which the
-    TMA allows), in boxes of [R / 16, 2, 8, 4, 16]: one tile's operand of :func:`_load_a`."""
+    """The tensor descriptor of the fused kernel's TMA loads over the contiguous int16 tensor
+    x16 (R * 64 | numel), one box per tile's operand of :func:`_load_a`. pair: the 5-D view
+    [g, h, l, t, k] of element ``1024 g + 128 l + 32 t + 16 h + k`` (strides 1024, 16, 128, 32,
+    1 elements: 16-byte multiples, not monotonic, which the TMA allows) in boxes of
+    [R / 16, 2, 8, 4, 16]; else the [numel / 64, 64] matrix in [R, 64] boxes."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     if not pair:  # plain rows: the [numel / 64, 64] matrix in [R, 64] boxes
@@ -567,7 +568,8 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
                    programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None):
     """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
     kernel alone) and returns triton's compiled kernel (None for an empty tensor). tma: load
-    the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles only)."""
+    the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles
+    only); pair: paired operand rows (default FUSED_PAIR[block size])."""
     import torch
 
     from .triton_rows_fast import rows_flags
