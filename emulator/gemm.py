@@ -508,14 +508,24 @@ def _fdpa_terms(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorM
         pa = pb = car.man_bits
     _check_bound(_bits(int(np.max(np.abs(ma), initial=1)) * int(np.max(np.abs(mb), initial=1)))
                  + max(model.frac_bits - pa - pb, 0) + _bits(model.k_step + 1), model.name)
-    acc = _initial(ops)
+    return _chained_steps((ma, ea, za), (mb, eb, zb), pa + pb, va, vb, _initial(ops), model)
+
+
+def _chained_steps(da, db, frac, va, vb, acc, model: AccumulatorModel) -> np.ndarray:
+    """The chained fused steps of one term per product: for each ``k_step`` slice in ascending
+    k, the products ``M_a M_b * 2^(e_a + e_b - frac)`` of the decomposed operands ``da``,
+    ``db`` (``(M, e, zero)`` of a (M x K) and of b^T (N x K)) and the accumulator go through
+    :func:`_fused`; then MMA-Sim's float64 check on the values ``va``, ``vb`` (same shapes):
+    an Inf sum gives that Inf, a NaN sum NaN."""
+    ma, ea, za = da
+    mb, eb, zb = db
     L = model.k_step
     for k0 in range(0, ma.shape[1], L):
         sl = slice(k0, k0 + L)
         n = ma[:, None, sl] * mb[None, :, sl]
         e = ea[:, None, sl] + eb[None, :, sl]
         zero = za[:, None, sl] | zb[None, :, sl]
-        new = _fused([(n, e - pa - pb, e, zero)], f32_terms(acc), model)
+        new = _fused([(n, e - frac, e, zero)], f32_terms(acc), model)
         nan, inf, s = _fp64_special(va[:, sl], vb[:, sl], acc)
         with np.errstate(all="ignore"):
             new = np.where(inf, s.astype(np.float32), new)
@@ -547,9 +557,8 @@ def model_dot(a, b, acc, accumulator="sm90-bf16") -> np.ndarray:
        (a NaN operand or accumulator, Inf * 0, Infs of both signs) the step gives NaN.
 
     NaN results are float32 NaNs with numpy's bits (callers that need the model's NaN,
-    ``model.nan_bits``, canonicalize; :func:`fp4spec.rht.rht` does). The same semantics as
-    the Triton backend's ``model_dot`` (the interpreter's ``tl.dot``): the loop of
-    :func:`_fdpa_terms` on operands already rounded to bf16."""
+    ``model.nan_bits``, canonicalize; :func:`fp4spec.rht.rht` does). The loop is
+    :func:`_fdpa_terms`' (:func:`_chained_steps`) on operands already rounded to bf16."""
     model = get_accumulator(accumulator)
     if model.algorithm != "fdpa" or model.scales != "bf16_operand":
         raise ValueError(f"accumulator: {model.name!r} has algorithm {model.algorithm!r} and scales "
@@ -562,23 +571,11 @@ def model_dot(a, b, acc, accumulator="sm90-bf16") -> np.ndarray:
     if va.ndim != 2 or vb.ndim != 2 or va.shape[1] != vb.shape[1] or acc.shape != (va.shape[0], vb.shape[0]):
         raise ValueError(f"a, b, acc: expected a (M x K), b (K x N) and acc (M x N), got shapes "
                          f"{np.shape(a)}, {np.shape(b)} and {acc.shape}")
-    ma, ea, za = decompose(np.where(np.isfinite(va), va, 0.0), BF16)
-    mb, eb, zb = decompose(np.where(np.isfinite(vb), vb, 0.0), BF16)
-    p = BF16.man_bits
-    step = model.k_step
-    if va.shape[1] % step:
-        raise ValueError(f"a: K = {va.shape[1]} is not a multiple of the model's step {step}")
-    for k0 in range(0, va.shape[1], step):
-        sl = slice(k0, k0 + step)
-        n = ma[:, None, sl] * mb[None, :, sl]
-        e = ea[:, None, sl] + eb[None, :, sl]
-        zero = za[:, None, sl] | zb[None, :, sl]
-        new = _fused([(n, e - 2 * p, e, zero)], f32_terms(acc), model)
-        nan, inf, s = _fp64_special(va[:, sl], vb[:, sl], acc)
-        with np.errstate(all="ignore"):
-            new = np.where(inf, s.astype(np.float32), new)
-        acc = np.where(nan, np.float32(np.nan), new).astype(np.float32)
-    return acc
+    if va.shape[1] % model.k_step:
+        raise ValueError(f"a: K = {va.shape[1]} is not a multiple of the model's step {model.k_step}")
+    da = decompose(np.where(np.isfinite(va), va, 0.0), BF16)
+    db = decompose(np.where(np.isfinite(vb), vb, 0.0), BF16)
+    return _chained_steps(da, db, 2 * BF16.man_bits, va, vb, acc, model)
 
 
 def matmul_fdpa(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorModel) -> np.ndarray:
