@@ -820,11 +820,11 @@ def interpreter_model_dot(accumulator="sm90-bf16"):
 
 def bf16_rne_bits(x: np.ndarray, nan_bits: int = NAN_BITS) -> np.ndarray:
     """uint16 bf16 bit patterns of float32 ``x`` rounded to nearest even (step 5 of the
-    module docstring; NaN -> ``nan_bits >> 16``): the reference of the bf16 output."""
-    b = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
-    r = np.where(np.isnan(x), (nan_bits >> 16) & 0xFFFF, r)
-    return r.astype(np.uint16)
+    module docstring; NaN -> ``nan_bits >> 16``): the reference of the bf16 output, as
+    :func:`fp4spec.rht.bf16_rne` (the mma RHT's step M5) rounds."""
+    from fp4spec.rht import bf16_rne
+
+    return bf16_rne(x, nan_bits).view(np.uint16)
 
 
 __all__ = [

@@ -371,14 +371,13 @@ def rht_mma_amax_kernel(x_ptr, t_ptr, out_ptr, NROW, R: tl.constexpr, OUT_BF16: 
 
 
 def t_matrix_bits(signs):
-    """T = diag(s) . H16 / 4 as uint16 bf16 bit patterns (numpy, 16 x 16): +-0.25 exactly."""
+    """T = diag(s) . H16 / 4 (:func:`fp4spec.rht.mma_transform_matrix`, step M3) as uint16
+    bf16 bit patterns (numpy, 16 x 16): +-0.25 exactly."""
     import numpy as np
 
-    from fp4spec.rht import hadamard
+    from fp4spec.rht import mma_transform_matrix
 
-    s = np.asarray(signs, dtype=np.int64)
-    t = s[:, None] * hadamard(16).astype(np.int64)
-    return np.where(t > 0, 0x3E80, 0xBE80).astype(np.uint16)
+    return (mma_transform_matrix(16, signs).view(np.uint32) >> 16).astype(np.uint16)
 
 
 def wide_matrix_bits(signs):
