@@ -53,6 +53,7 @@ from fp4spec import philox as _philox
 from fp4spec.block_schemes import Scheme
 from fp4spec.philox import philox4x32
 from fp4spec.quantized import QuantizedTensor
+from fp4spec.rht import MMA_PREFIX
 
 from .base import Availability, Backend, Capabilities, resolve_scheme
 from . import torch_backend as tb
@@ -103,7 +104,7 @@ def check_rht(rht):
     r = resolve_rht(rht)
     if r is None:
         return None
-    if r.arith.startswith("mma:"):
+    if r.arith.startswith(MMA_PREFIX):
         specs = rht_specs()
         if r.spec not in specs:
             raise NotImplementedError(f"rht: {r.spec!r} (triton backend here: {', '.join(specs)}; the mma "
@@ -430,7 +431,7 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
 
     sch = resolve_scheme(scheme)
     r = check_request(sch, rounding, sr_bits, rht)
-    if r is not None and r.arith.startswith("mma:"):
+    if r is not None and r.arith.startswith(MMA_PREFIX):
         from .triton_rht_mma import quantize_packed_mma
 
         return quantize_packed_mma(x, sch, r, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits,

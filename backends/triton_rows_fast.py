@@ -245,7 +245,11 @@ def _block_scale(vmb, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX
 
     Two-level (TE): s = min(vm * fp32(S_enc * fp32(1/6)), 448) (NaN passes), UE4M3 RNE,
     multiplier = the 128-entry table at ts[4:] (mult_table_kernel's; GATHER_ASM: see
-    :func:`_load_hidden`). MX: as triton_kernels._block_scale."""
+    :func:`_load_hidden`). MX: exponent e by RULE (0 floor, 1 ceil, 2 even: of log2 amax,
+    minus EMAX; 3 rceil: ceil log2(amax * ts[2]), ts[2] = 1 / element max), clamped to
+    [-127, 127], code e + 127 (255 for a NaN scale: a NaN block, or with NAN_INF an Inf
+    one); multiplier 2^-e by SCALING (0 exact, 1 torchao's clamp at 2^-126, 2 rceil's 1.0
+    for code 0), 0 for a NaN scale."""
     if MX:
         vmb = tl.where(vmb > 0x7F800000, 0x7FC00000, vmb)
         if NAN_INF:
