@@ -1,8 +1,8 @@
 """GPU check and benchmark of the RHT on the tensor cores (``arith="mma:sm90-bf16"``,
 ``backends/triton_rht_mma.py``). Run on a Hopper GPU.
 
-1. Bit-exactness against a CPU reference (the accumulator model's dot ``model_dot`` on
-   T = diag(s) H16 / 4, bf16 RNE, then the numpy quantizer), on adversarial bf16 tensors
+1. Bit-exactness against the CPU reference (the spec's ``fp4spec.rht.rht`` with this
+   arithmetic, steps M1-M5, then the numpy quantizer), on adversarial bf16 tensors
    (normal, wide exponent spans, subnormals, +-0 rows, Inf/NaN, huge values), for the fused
    rowwise kernel (nvfp4 given scale and with the RHT + amax pass, mxfp4 floor / rceil),
    the unfused path (columnwise, SR with given bits, float32 output) and the RHT + amax
@@ -20,7 +20,6 @@ import argparse
 import os
 import sys
 import time
-import types
 
 import ml_dtypes
 import numpy as np
@@ -31,7 +30,7 @@ from fp4spec.backends import torch_backend as tb
 from fp4spec.backends import triton_backend as trb
 from fp4spec.backends import triton_rht_mma as rm
 from fp4spec.backends.base import resolve_scheme
-from fp4spec.rht import TE_SIGNS, rht_signs
+from fp4spec.rht import RHT, TE_SIGNS, rht, rht_signs
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gpu_quantize import cuda_time  # noqa: E402
@@ -46,34 +45,15 @@ def log(msg):
 
 
 def rht_obj(signs, out_dtype="bfloat16"):
-    """The transform: fp4spec.rht.RHT when it takes the mma arithmetic, else a stand-in with
-    the fields the kernels read."""
-    try:
-        from fp4spec.rht import RHT
-
-        return RHT(16, tuple(int(s) for s in signs), ARITH, out_dtype)
-    except (ValueError, TypeError):
-        return types.SimpleNamespace(size=16, signs=tuple(int(s) for s in signs), arith=ARITH, out_dtype=out_dtype,
-                                     spec=f"16/{ARITH}")
+    """The transform (fp4spec.rht.RHT, the mma arithmetic) with these signs."""
+    return RHT(16, tuple(int(s) for s in signs), ARITH, out_dtype)
 
 
 def ref_rht(x32, signs, axis=-1, out_bf16=True):
-    """The model's RHT of a float32 array of bf16 values along axis (numpy)."""
-    from fp4spec.emulator import gemm as E
-
-    dot = getattr(E, "model_dot", None)
-    if dot is None:
-        from fp4spec.backends.triton_gemm import model_dot as dot
-    t = rm.t_matrix_bits(signs).astype(np.uint32) << 16
-    T = t.view(np.float32).reshape(16, 16)
-    xm = np.moveaxis(np.asarray(x32, np.float32), axis, -1)
-    rows = np.ascontiguousarray(xm).reshape(-1, 16)
-    y = np.zeros_like(rows)
-    for i in range(0, rows.shape[0], 1 << 16):
-        y[i:i + (1 << 16)] = dot(rows[i:i + (1 << 16)], T, np.zeros((min(1 << 16, rows.shape[0] - i), 16), np.float32))
-    if out_bf16:
-        y = y.astype(ml_dtypes.bfloat16).astype(np.float32)  # RNE; NaN stays NaN
-    return np.moveaxis(y.reshape(xm.shape), -1, axis)
+    """The spec's RHT (steps M1-M5, on the CPU) of a float32 array of bf16 values along axis,
+    as float32."""
+    y = rht(x32, 16, signs=signs, axis=axis, arith=ARITH, out_dtype="bfloat16" if out_bf16 else "float32")
+    return np.asarray(y, np.float32)
 
 
 def tensors(rng):
@@ -212,8 +192,6 @@ def time_all(x, iters, failures):
     log(f"copy kernel {t_copy * 1e3:.3f} ms = {bw / 1e12:.2f} TB/s")
     nv = resolve_scheme("nvfp4")
     r = rht_obj(TE_SIGNS)
-    from fp4spec.rht import RHT
-
     te = RHT.te()
     sed = tb.tensor_scale(trb.global_amax(x, n, n, n, 1), nv)
     sed_r = tb.tensor_scale(rm.rht_amax(x, r), nv)
