@@ -919,30 +919,19 @@ def _needs_exact_fast(mult, nan_scale, MX: tl.constexpr, SIGN_BIT: tl.constexpr)
 
 
 @triton.jit
-def _words_fast_or_exact(exact, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
-                         b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, mult, nan_scale,
-                         thr_ptr, dthr_ptr, mags_ptr, K: tl.constexpr, MX: tl.constexpr, NTHR: tl.constexpr,
-                         INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, SIGN_BIT: tl.constexpr):
-    """The code words (wa, wb) of a block's K = 16 or 32 values (b unused, wb = wa, for 16), E2M1
-    RNE: the v2 encoder where ``exact`` (a program-wide flag, one uniform branch: some block
-    :func:`_needs_exact_fast`), else the fast one."""
+def _word16_fast_or_exact(exact, y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15,
+                          mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, MX: tl.constexpr, NTHR: tl.constexpr,
+                          INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, SIGN_BIT: tl.constexpr):
+    """The code word of 16 values of a block, E2M1 RNE: the v2 encoder (:func:`_word16`) where
+    ``exact`` (a program-wide flag, one uniform branch: some block :func:`_needs_exact_fast`),
+    else the fast one (:func:`_word16_fast`)."""
     if exact:  # rare: the v2 encoder for the whole program
-        wa = _word16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
-                     a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
-                     mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, 0.0, True, MX, NTHR, False, INT4, NEGZERO, ZERO_POS)
-        if K == 32:
-            wb = _word16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
-                         b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
-                         mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, 0.0, True, MX, NTHR, False, INT4, NEGZERO, ZERO_POS)
-        else:
-            wb = wa
+        w = _word16(y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15,
+                    y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15,
+                    mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, 0.0, True, MX, NTHR, False, INT4, NEGZERO, ZERO_POS)
     else:
-        wa = _word16_fast(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, mult, nan_scale, MX, SIGN_BIT)
-        if K == 32:
-            wb = _word16_fast(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, mult, nan_scale, MX, SIGN_BIT)
-        else:
-            wb = wa
-    return wa, wb
+        w = _word16_fast(y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15, mult, nan_scale, MX, SIGN_BIT)
+    return w
 
 
 @triton.jit
@@ -1085,14 +1074,14 @@ def quantize_rows_rht_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags
     if FAST:
         # bf16 RHT output: every nonzero value >= 2^-133 (the sign bit of the product is exact)
         SIGN_BIT: tl.constexpr = OUT_BF16
-        if K == 16:  # no second half: its words are not used
-            b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15
-        wa, wb = _words_fast_or_exact(SLOW and tl.max(_needs_exact_fast(mult, nan_scale, MX, SIGN_BIT).to(tl.int32),
-                                                      axis=0) != 0,
-                                      a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
-                                      b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
-                                      mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, K, MX, NTHR, INT4, NEGZERO, ZERO_POS,
-                                      SIGN_BIT)
+        ex = SLOW and tl.max(_needs_exact_fast(mult, nan_scale, MX, SIGN_BIT).to(tl.int32), axis=0) != 0
+        wa = _word16_fast_or_exact(ex, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, mult, nan_scale,
+                                   thr_ptr, dthr_ptr, mags_ptr, MX, NTHR, INT4, NEGZERO, ZERO_POS, SIGN_BIT)
+        if K == 32:
+            wb = _word16_fast_or_exact(ex, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, mult, nan_scale,
+                                       thr_ptr, dthr_ptr, mags_ptr, MX, NTHR, INT4, NEGZERO, ZERO_POS, SIGN_BIT)
+        else:
+            wb = wa
         if K == 16:
             tl.store(q_ptr + blk, wa, mask=mask)
         else:
@@ -1150,12 +1139,14 @@ def _cols_blocks(x_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, row0, c, c0,
         # values on the bf16 grid (bf16 RHT output, or bf16 input without the RHT): nonzero >= 2^-133
         SIGN_BIT: tl.constexpr = OUT_BF16 if RHT else IN_BF16
         ex = tl.max(tl.max(_needs_exact_fast(mult, nan_scale, MX, SIGN_BIT).to(tl.int32), axis=1), axis=0)
-        if K == 16:  # no second half: its words are not used
-            b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15
-        wa, wb = _words_fast_or_exact(SLOW and ex != 0, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
-                                      b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
-                                      mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, K, MX, NTHR, INT4, NEGZERO, ZERO_POS,
-                                      SIGN_BIT)
+        ex = SLOW and ex != 0  # rare: the v2 encoder for the whole program
+        wa = _word16_fast_or_exact(ex, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, mult, nan_scale,
+                                   thr_ptr, dthr_ptr, mags_ptr, MX, NTHR, INT4, NEGZERO, ZERO_POS, SIGN_BIT)
+        if K == 32:
+            wb = _word16_fast_or_exact(ex, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, mult, nan_scale,
+                                       thr_ptr, dthr_ptr, mags_ptr, MX, NTHR, INT4, NEGZERO, ZERO_POS, SIGN_BIT)
+        else:
+            wb = wa
         return scode, wa, wb
     if SR != 0:
         sr_scale = tl.load(ts_ptr + 3)
