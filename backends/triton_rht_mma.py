@@ -571,7 +571,7 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     only); pair: paired operand rows (default FUSED_PAIR[block size])."""
     import torch
 
-    from .triton_rows_fast import rows_flags
+    from .triton_rows_fast import _sm_count, rows_flags
 
     K = sch.block_size
     nel = x2.numel()
@@ -588,12 +588,11 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     x16 = x2.view(torch.int16)
     tma = (FUSED_TMA if tma is None else tma) and nel % (R * 64) == 0 and nel > 0 and x16.data_ptr() % 16 == 0
     tma = tma and _has_tensor_descriptors()
+    sms = _sm_count(x2.device)
     if tma:
-        sms = torch.cuda.get_device_properties(x2.device).multi_processor_count if x2.is_cuda else 4
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_TMA_PER_SM))),)
         flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES)
     elif persist:
-        sms = torch.cuda.get_device_properties(x2.device).multi_processor_count if x2.is_cuda else 4
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_PER_SM))),)
         flags.update(PERSIST=True, STAGES=stages or FUSED_STAGES)
     else:
