@@ -49,8 +49,8 @@ import triton.language as tl
 
 from .triton_backend import _interpret
 from .triton_kernels import _bf16_rne
-from .triton_rows_fast import (_amax2, _block_scale, _mult_b, _needs_exact, _unpack, _word_codes,
-                               _word_codes_exact)
+from .triton_rows_fast import (_amax2, _block_scale, _mult_b, _needs_exact, _pair_codes, _pair_codes_exact,
+                               _unpack)
 
 #: Accumulator models the kernels' bf16 tl.dot computes on each GPU family: Hopper (cc 9.x).
 MMA_ARITHS = {9: "mma:sm90-bf16"}
@@ -72,6 +72,10 @@ FUSED_TMA, FUSED_TMA_PER_SM, FUSED_TMA_STAGES, FUSED_TMA_MAXNREG = True, 5, 3, 9
 #: swizzle; a 1 x 32 block spans two threads). H200, TMA: nvfp4 0.237 (pair) / 0.231 ms
 #: (plain), mxfp4 0.225 / 0.238 ms.
 FUSED_PAIR = {16: False, 32: True}
+#: The TMA loop's rare-case check: per thread, one reduction per program after the loop
+#: (True), or a tile-wide reduction and branch per tile (False). Step M5 by one cvt per
+#: value (True) or a packed cvt per pair and an unpack (False).
+FUSED_DEFER, FUSED_CVT1 = True, True
 #: Unfused kernel tile (logical rows per program) and amax tile (rows of 16 per program).
 APPLY_BM, AMAX_R = 64, 256
 
@@ -136,6 +140,29 @@ def _bf16x2(lo, hi, INTERP: tl.constexpr):
 
 
 @triton.jit
+def _bf16_val(y, INTERP: tl.constexpr):
+    """Step M5 for one float32 value: bf16(y) (RNE, NaN -> 0x7FFF) as float32. On a GPU one
+    instruction: the packed cvt.rn.bf16x2.f32 with +0 as its low half writes the float32
+    pattern itself (``y.to(bfloat16).to(float32)`` is a cvt and a shift)."""
+    if INTERP:
+        return _bf16_round(y, INTERP)
+    else:
+        return tl.inline_asm_elementwise("{ .reg .f32 z; mov.f32 z, 0f00000000; cvt.rn.bf16x2.f32 $0, $1, z; }",
+                                         "=r,f", [y], dtype=tl.int32, is_pure=True,
+                                         pack=1).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _bf16_pair(lo, hi, INTERP: tl.constexpr, CVT1: tl.constexpr):
+    """Step M5 for the pairs (lo, hi) as float32: one cvt per value (CVT1), or one packed cvt
+    per pair and an unpack (two instructions per pair more)."""
+    if CVT1:
+        return _bf16_val(lo, INTERP), _bf16_val(hi, INTERP)
+    else:
+        return _unpack(_bf16x2(lo, hi, INTERP))
+
+
+@triton.jit
 def _load_wide(w_ptr):
     n = tl.arange(0, 64)
     return tl.load(w_ptr + n[:, None] * 64 + n[None, :])
@@ -164,11 +191,12 @@ def _load_a(x_ptr, e0, NELEM, R: tl.constexpr, EVEN: tl.constexpr, PAIR: tl.cons
 
 
 @triton.jit
-def _wide_words(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr, PAIR: tl.constexpr = True):
-    """[R * 4 / G, 2 G, 4] int32: the bf16 RHT of the operand a (:func:`_load_a`) as words of
-    two bf16 (element 2j in the low half), one quantization block per row, by the wide dot
-    with b (the wide matrix, :func:`_load_wide`; module docstring); word w of a block is
-    [.., w // 4, w % 4]."""
+def _wide_vals(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr, PAIR: tl.constexpr = True,
+               CVT1: tl.constexpr = True):
+    """(lo, hi), each [R * 4 / G, 2 G, 4] float32: the bf16 RHT of the operand a
+    (:func:`_load_a`) as pairs (lo: element 2j, hi: element 2j + 1), one quantization block per
+    row, by the wide dot with b (the wide matrix, :func:`_load_wide`; module docstring); pair w
+    of a block is [.., w // 4, w % 4]."""
     y = _dot_bf16(a, b, INTERP)  # [R, 64] float32
     if PAIR:
         # row 16 g + 8 h + l, column 8 i + 2 t + e -> element ((8 g + l) * 4 + t) * 32 + 16 h + 2 i + e
@@ -177,13 +205,14 @@ def _wide_words(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr, PA
         # row m, column 8 i + 2 t + e -> element 64 m + 16 t + 2 i + e
         y = tl.permute(tl.reshape(y, (R, 8, 4, 2)), (0, 2, 1, 3))  # [m, t, i, e]
     lo, hi = tl.split(y)
-    return tl.reshape(_bf16x2(lo, hi, INTERP), (R * 4 // G, 2 * G, 4))
+    lo, hi = _bf16_pair(lo, hi, INTERP, CVT1)
+    return tl.reshape(lo, (R * 4 // G, 2 * G, 4)), tl.reshape(hi, (R * 4 // G, 2 * G, 4))
 
 
 @triton.jit
-def _plain_words(x_ptr, t_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr):
-    """The same words as :func:`_wide_words` by one [R * 4, 16] @ T dot (every RHT row on its
+def _plain_vals(x_ptr, t_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN: tl.constexpr,
+                INTERP: tl.constexpr):
+    """The same pairs as :func:`_wide_vals` by one [R * 4, 16] @ T dot (every RHT row on its
     own: right for non-finite inputs too)."""
     offs = tl.arange(0, R * 4)[:, None] * 16 + tl.arange(0, 16)[None, :]
     if EVEN:
@@ -192,29 +221,43 @@ def _plain_words(x_ptr, t_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN
         xb = tl.load(x_ptr + e0 + offs, mask=(e0 + offs) < NELEM, other=0)
     y = _dot_bf16(xb, _load_t16(t_ptr), INTERP)
     lo, hi = tl.split(tl.reshape(y, (R * 4, 8, 2)))
-    return tl.reshape(_bf16x2(lo, hi, INTERP), (R * 4 // G, 2 * G, 4))
+    lo, hi = _bf16_pair(lo, hi, INTERP, False)
+    return tl.reshape(lo, (R * 4 // G, 2 * G, 4)), tl.reshape(hi, (R * 4 // G, 2 * G, 4))
 
 
 @triton.jit
-def _words_amax(w):
-    """[NB, H, 4] words -> [NB] sign-clear float32 pattern of the block amax (NaN: above all)."""
-    lo, hi = _unpack(w)
+def _vals_amax(lo, hi):
+    """[NB, H, 4] pairs -> [NB] sign-clear float32 pattern of the block amax (NaN: above all)."""
     return tl.max(tl.max(_amax2(lo, hi).to(tl.int32, bitcast=True), axis=2), axis=1)
 
 
 @triton.jit
-def _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB: tl.constexpr, K: tl.constexpr,
+def _redo_flags(vmb, mult, nan_scale, MX: tl.constexpr, SLOW: tl.constexpr, SPREAD: tl.constexpr):
+    """[NB] int32: 2 where a NaN may have spread across RHT rows (SPREAD: the values must be
+    recomputed), | 1 where the fast encoder may be wrong (SLOW: the exact encoder), else 0."""
+    flag = tl.zeros_like(vmb)
+    if SPREAD:
+        flag = tl.where(vmb > 0x7F800000, 2, flag)
+    if SLOW:
+        flag = flag | _needs_exact(mult, nan_scale, MX).to(tl.int32)
+    return flag
+
+
+@triton.jit
+def _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB: tl.constexpr, K: tl.constexpr,
                   EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
-                  NAN_INF: tl.constexpr, SCALING: tl.constexpr, EXACT: tl.constexpr, GA: tl.constexpr = False):
-    """Block amax, scale, codes of the [NB, K/8, 4] words w and their stores (EXACT: the exact
-    encoder; else the fast one, exact where _needs_exact holds for no block)."""
-    vmb = _words_amax(w)
+                  NAN_INF: tl.constexpr, SCALING: tl.constexpr, EXACT: tl.constexpr, GA: tl.constexpr = False,
+                  SLOW: tl.constexpr = False, SPREAD: tl.constexpr = False):
+    """Block amax, scale, codes of the [NB, K/8, 4] pairs (lo, hi) and their stores (EXACT: the
+    exact encoder; else the fast one, exact where _needs_exact holds for no block). Returns
+    the blocks' :func:`_redo_flags` (SLOW, SPREAD)."""
+    vmb = _vals_amax(lo, hi)
     scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, GA)
     mb = mult[:, None, None]
     if EXACT:
-        q = _word_codes_exact(w, mb, MX)
+        q = _pair_codes_exact(lo, hi, mb, MX)
     else:
-        q = _word_codes(w, mb, mb * 0.5, mb * 0.25, MX, half, quarter)  # [NB, K / 8]
+        q = _pair_codes(lo, hi, mb, mb * 0.5, mb * 0.25, MX, half, quarter)  # [NB, K / 8]
     if not MX:
         q = tl.where(nan_scale[:, None], 0, q)  # NaN scale code: every element code 0
     # 16 bytes of codes per row of q4 (two 1 x 16 blocks or one 1 x 32 block: one thread's)
@@ -230,23 +273,18 @@ def _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB
     else:
         tl.store(q_ptr + oq, q4, mask=oq < NBLK * (K // 8))
         tl.store(s_ptr + osc, s2, mask=osc < NBLK)
+    return _redo_flags(vmb, mult, nan_scale, MX, SLOW, SPREAD)
 
 
 @triton.jit
-def _tile_flag(w, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
+def _tile_flag(lo, hi, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
                NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr, SPREAD: tl.constexpr,
                GA: tl.constexpr = False):
-    """One tile-wide reduction for both rare cases: 2 = a NaN may have spread across RHT rows
-    (recompute the values), 1 = a block the fast encoder may get wrong (exact encoder), 0 =
-    neither."""
-    vmb = _words_amax(w)
-    flag = tl.zeros_like(vmb)
-    if SPREAD:
-        flag = tl.where(vmb > 0x7F800000, 2, flag)
-    if SLOW:
-        _, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, GA)
-        flag = flag | _needs_exact(mult, nan_scale, MX).to(tl.int32)
-    return tl.max(flag, axis=0)
+    """One tile-wide reduction for both rare cases: the max of :func:`_redo_flags` (2 =
+    recompute the values, 1 = the exact encoder, 0 = neither)."""
+    vmb = _vals_amax(lo, hi)
+    _, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, GA)
+    return tl.max(_redo_flags(vmb, mult, nan_scale, MX, SLOW, SPREAD), axis=0)
 
 
 @triton.jit
@@ -254,29 +292,43 @@ def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter,
                 R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
                 RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                 SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr, GA: tl.constexpr = False,
-                PAIR: tl.constexpr = True):
+                PAIR: tl.constexpr = True, CVT1: tl.constexpr = True):
     """One tile (GA: the multiplier gather by inline PTX, triton_rows_fast._load_hidden). Each
     branch stores its own results, so no tensor leaves a branch: a value that did would make
-    Triton give both branches one layout (a shared-memory round trip of every word on the fast
+    Triton give both branches one layout (a shared-memory round trip of every value on the fast
     path)."""
     G: tl.constexpr = K // 16
     NB: tl.constexpr = R * 4 // G
     e0 = tl.cast(tile, tl.int64) * (R * 64)
     blk0 = e0 // K
-    w = _wide_words(a, b, R, G, INTERP, PAIR)
+    lo, hi = _wide_vals(a, b, R, G, INTERP, PAIR, CVT1)
     f = 0
     if SPREAD or SLOW:
-        f = _tile_flag(w, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, SPREAD, GA)
+        f = _tile_flag(lo, hi, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, SPREAD, GA)
     if f >= 2:  # rare: recompute every RHT row on its own, then the exact encoder (NaN blocks)
-        w2 = _plain_words(x_ptr, t_ptr, e0, NELEM, R, G, EVEN, INTERP)
-        _encode_store(w2, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
+        lo2, hi2 = _plain_vals(x_ptr, t_ptr, e0, NELEM, R, G, EVEN, INTERP)
+        _encode_store(lo2, hi2, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
                       NAN_INF, SCALING, SLOW, GA)
     elif f == 1:  # rare: the exact encoder
-        _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
+        _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
                       NAN_INF, SCALING, True, GA)
     else:
-        _encode_store(w, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
+        _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB, K, EVEN, MX, RULE, EMAX,
                       NAN_INF, SCALING, False, GA)
+
+
+@triton.jit
+def _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R: tl.constexpr, K: tl.constexpr,
+               MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
+               SCALING: tl.constexpr, SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr,
+               GA: tl.constexpr, PAIR: tl.constexpr, CVT1: tl.constexpr):
+    """One whole tile by the fast path alone, no branch; returns its blocks' _redo_flags (the
+    caller redoes the tile by :func:`_fused_tile` where one is nonzero)."""
+    G: tl.constexpr = K // 16
+    e0 = tl.cast(tile, tl.int64) * (R * 64)
+    lo, hi = _wide_vals(a, b, R, G, INTERP, PAIR, CVT1)
+    return _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, e0 // K, NBLK, R * 4 // G, K, True, MX,
+                         RULE, EMAX, NAN_INF, SCALING, False, GA, SLOW, SPREAD)
 
 
 @triton.jit
@@ -285,7 +337,7 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
                         RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                         SLOW: tl.constexpr, INTERP: tl.constexpr, PERSIST: tl.constexpr = False,
                         STAGES: tl.constexpr = 1, SPREAD: tl.constexpr = True, TMA: tl.constexpr = False,
-                        PAIR: tl.constexpr = True):
+                        PAIR: tl.constexpr = True, DEFER: tl.constexpr = False, CVT1: tl.constexpr = True):
     """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
 
     x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
@@ -301,7 +353,12 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
     PERSIST: a program loops over tiles pid, pid + P, ... (the wide matrix loaded once; the
     next tile's operand loaded ahead by hand; STAGES > 1 also lets triton pipeline the loop);
     else one tile per program. SPREAD=False drops the
-    recomputation of tiles holding a NaN (instruction counts only: wrong on non-finite input)."""
+    recomputation of tiles holding a NaN (instruction counts only: wrong on non-finite input).
+    DEFER (with TMA): the loop runs the fast path alone and keeps each thread's redo flags;
+    one reduction after the loop decides whether the program runs its tiles again by the
+    checked path (rare), instead of a tile-wide reduction and branch per tile. The barrier of
+    that reduction orders the second pass's stores after the first's.
+    CVT1: step M5 by one cvt per value (:func:`_bf16_val`), else one packed cvt per pair."""
     mult_b = _mult_b(ts_ptr, MX)
     b = _load_wide(w_ptr)
     pid = tl.program_id(0)
@@ -309,13 +366,29 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
         # the operand by the tensor memory accelerator: a box of x_desc (:func:`tma_view`) is the
         # [R, 64] operand of :func:`_load_a` (paired rows: the 5-D box [g, h, l, t, k] for row
         # m = 16 g + 8 h + l, column 16 t + k); triton pipelines the loads over STAGES buffers
-        for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
-            if PAIR:
-                a = tl.reshape(x_desc.load([tile * (R // 16), 0, 0, 0, 0]), (R, 64))
-            else:
-                a = x_desc.load([tile * R, 0])
-            _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K, EVEN,
-                        MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR)
+        if DEFER:
+            redo = tl.zeros([R * 4 // (K // 16)], tl.int32)
+            for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
+                if PAIR:
+                    a = tl.reshape(x_desc.load([tile * (R // 16), 0, 0, 0, 0]), (R, 64))
+                else:
+                    a = x_desc.load([tile * R, 0])
+                redo = redo | _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R, K, MX, RULE,
+                                         EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR, CVT1)
+            if tl.max(redo, axis=0) != 0:  # rare: this program's tiles again, each checked
+                tl.debug_barrier()
+                for tile in range(pid, NTILES, tl.num_programs(0)):
+                    a = _load_a(x_ptr, tl.cast(tile, tl.int64) * (R * 64), NELEM, R, True, PAIR)
+                    _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R,
+                                K, True, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR, CVT1)
+        else:
+            for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
+                if PAIR:
+                    a = tl.reshape(x_desc.load([tile * (R // 16), 0, 0, 0, 0]), (R, 64))
+                else:
+                    a = x_desc.load([tile * R, 0])
+                _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K,
+                            EVEN, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR, CVT1)
     elif PERSIST:
         # the next tile's operand is loaded before this tile is computed (one tile in flight
         # per program besides the one computed; the last prefetch rereads the last tile)
@@ -324,12 +397,12 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
             nxt = tl.minimum(tile + tl.num_programs(0), NTILES - 1)
             a_next = _load_a(x_ptr, tl.cast(nxt, tl.int64) * (R * 64), NELEM, R, EVEN, PAIR)
             _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K, EVEN, MX, RULE,
-                        EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR)
+                        EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR, CVT1)
             a = a_next
     else:
         a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, EVEN, PAIR)
         _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, pid, NELEM, NBLK, R, K, EVEN, MX,
-                    RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR)
+                    RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR, CVT1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,11 +637,13 @@ def tma_view(x16, R, pair=True):
 
 
 def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True, persist=None,
-                   programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None):
+                   programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None, defer=None, cvt1=None):
     """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
     kernel alone) and returns triton's compiled kernel (None for an empty tensor). tma: load
     the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles
-    only); pair: paired operand rows (default FUSED_PAIR[block size])."""
+    only); pair: paired operand rows (default FUSED_PAIR[block size]); defer: the TMA loop's
+    rare-case check once per program (default FUSED_DEFER); cvt1: one bf16 cvt per value
+    (default FUSED_CVT1)."""
     import torch
 
     from .triton_rows_fast import _sm_count, rows_flags
@@ -582,7 +657,7 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     flags = rows_flags(sch)
     pair = FUSED_PAIR[K] if pair is None else pair
     flags.update(R=R, K=K, EVEN=nel % (R * 64) == 0, SLOW=bool(exact_fallback), INTERP=_interpret(), PAIR=bool(pair),
-                 num_warps=num_warps or FUSED_WARPS)
+                 CVT1=FUSED_CVT1 if cvt1 is None else bool(cvt1), num_warps=num_warps or FUSED_WARPS)
     ntiles = triton.cdiv(nel, R * 64)
     persist = FUSED_PERSIST if persist is None else persist
     x16 = x2.view(torch.int16)
@@ -591,7 +666,7 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     sms = _sm_count(x2.device)
     if tma:
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_TMA_PER_SM))),)
-        flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES)
+        flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES, DEFER=FUSED_DEFER if defer is None else bool(defer))
     elif persist:
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_PER_SM))),)
         flags.update(PERSIST=True, STAGES=stages or FUSED_STAGES)

@@ -163,10 +163,9 @@ def _pack4(b):
 
 
 @triton.jit
-def _word_codes(w, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25):
-    """[..., 4] int32 words (8 bf16) -> [...] int32 of their 8 codes (first in the low nibble);
-    half, quarter as :func:`_mag_y`."""
-    lo, hi = _unpack(w)
+def _pair_codes(lo, hi, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25):
+    """[..., 4] float32 pairs (lo, hi: elements 2j, 2j + 1 of 8) -> [...] int32 of their 8
+    codes (first in the low nibble); half, quarter as :func:`_mag_y`."""
     ul, sl = _nibble(lo, mult, m2, m4, MX, half, quarter)
     uh, sh = _nibble(hi, mult, m2, m4, MX, half, quarter)
     # (u - 0x4A800000) + 8 s per nibble; the constants fold into one subtraction per word
@@ -175,10 +174,23 @@ def _word_codes(w, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25):
 
 
 @triton.jit
-def _word_codes_exact(w, mult, MX: tl.constexpr):
+def _word_codes(w, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25):
+    """[..., 4] int32 words (8 bf16) -> [...] int32 of their 8 codes (first in the low nibble);
+    half, quarter as :func:`_mag_y`."""
     lo, hi = _unpack(w)
+    return _pair_codes(lo, hi, mult, m2, m4, MX, half, quarter)
+
+
+@triton.jit
+def _pair_codes_exact(lo, hi, mult, MX: tl.constexpr):
     byte = _e2m1_exact(lo * mult, MX) + (_e2m1_exact(hi * mult, MX) << 4)
     return _pack4(byte)
+
+
+@triton.jit
+def _word_codes_exact(w, mult, MX: tl.constexpr):
+    lo, hi = _unpack(w)
+    return _pair_codes_exact(lo, hi, mult, MX)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,8 +219,7 @@ def _is_pow2(b):
 def _pow2(e):
     """float32 2^e for int32 e in [-127, 128] (2^128 -> +Inf), from the bit pattern."""
     normal = (tl.maximum(e + 127, 0) << 23)
-    sub = tl.full(e.shape, 1 << 22, tl.int32)
-    return tl.where(e >= -126, normal, sub).to(tl.float32, bitcast=True)
+    return tl.where(e >= -126, normal, 1 << 22).to(tl.float32, bitcast=True)  # 2^-127: subnormal
 
 
 @triton.jit

@@ -168,17 +168,14 @@ def check_full(x, failures):
             failures.append(f"full {spec}")
 
 
-#: fused_launcher arguments of the fused kernel's sweep (R, warps, grid, register cap, TMA).
-SWEEP = ([dict(tma=False, persist=False, R=64, num_warps=4, maxnreg=mr) for mr in (0, 80)]
-         + [dict(tma=False, persist=True, R=64, num_warps=4, programs_per_sm=4, maxnreg=128)]
-         + [dict(tma=True, pair=True, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
-            for p, st, mr in ((4, 3, 128), (4, 2, 128), (4, 4, 128), (3, 3, 168), (5, 3, 96), (6, 3, 80), (2, 3, 0),
-                              (8, 2, 64))]
-         + [dict(tma=True, pair=False, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
-            for p, st, mr in ((5, 3, 96), (4, 3, 128), (6, 3, 80), (5, 2, 96), (7, 2, 72))]
-         + [dict(tma=True, pair=True, R=128, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
-            for p, st, mr in ((2, 3, 0), (3, 2, 168))]
-         + [dict(tma=True, pair=True, R=128, num_warps=8, programs_per_sm=p, stages=st, maxnreg=mr)
+#: fused_launcher arguments of the fused kernel's sweep (R, warps, grid, register cap, TMA; the
+#: TMA loop's rare-case check per program (defer) or per tile; step M5 by one cvt per value).
+SWEEP = ([dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr, defer=d, cvt1=c)
+          for pair in (False, True)
+          for p, st, mr, d, c in ((5, 3, 96, False, False), (5, 3, 96, False, True), (5, 3, 96, True, True),
+                                  (5, 3, 96, True, False), (4, 3, 128, True, True), (6, 3, 80, True, True),
+                                  (5, 4, 96, True, True), (5, 2, 96, True, True))]
+         + [dict(tma=True, pair=True, R=128, num_warps=8, programs_per_sm=p, stages=st, maxnreg=mr, defer=True)
             for p, st, mr in ((2, 3, 128), (3, 3, 80))])
 
 

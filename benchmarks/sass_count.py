@@ -124,13 +124,15 @@ def configs():
         # ... with the operand by TMA (the default: pipelined persistent loop; static counts
         # include the pipeline's prologue and epilogue copies of the loop body)
         for pair in (True, False):
-            for slow, spread in ((True, True), (False, False)):
+            for slow, spread, defer, cvt1 in ((True, True, True, True), (True, True, False, True),
+                                              (True, True, True, False), (False, False, False, True)):
                 c = dict(R=rm.FUSED_R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, TMA=True,
-                         STAGES=rm.FUSED_TMA_STAGES, SPREAD=spread, PAIR=pair, **SCHEME[spec])
+                         STAGES=rm.FUSED_TMA_STAGES, SPREAD=spread, PAIR=pair, DEFER=defer, CVT1=cvt1, **SCHEME[spec])
                 box = f"{rm.FUSED_R // 16},2,8,4,16" if pair else f"{rm.FUSED_R},64"
                 sig = {**SIG_MMA, "x_desc": f"tensordesc<i16[{box}]>"}
-                out.append((f"rows_mma_tma {spec} {'pair' if pair else 'plain'} R={rm.FUSED_R} w={rm.FUSED_WARPS}"
-                            + ("" if slow else " (no fallbacks)"),
+                tag = ("" if slow else " (no fallbacks)") + ("" if defer or not slow else " per-tile") + \
+                    ("" if cvt1 else " cvt2")
+                out.append((f"rows_mma_tma {spec} {'pair' if pair else 'plain'} R={rm.FUSED_R} w={rm.FUSED_WARPS}" + tag,
                             rm.rows_rht_mma_kernel, sig, c, rm.FUSED_WARPS, rm.FUSED_R * 64 / (32 * rm.FUSED_WARPS)))
         # plain rowwise: tb (the default) and v2
         for slow in (True, False):

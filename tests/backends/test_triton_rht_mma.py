@@ -125,12 +125,15 @@ def test_fused_grids_and_ragged(spec, shape, mode):
     assert_equal({"packed": packed, "scales": scales, "global_scale": None}, ref, shape)
 
 
+@pytest.mark.parametrize("defer", [True, False], ids=["defer", "per-tile"])
 @pytest.mark.parametrize("pair", [True, False], ids=["pair", "plain"])
 @pytest.mark.parametrize("spec", ["nvfp4", "mxfp4"])
-def test_tma_and_pointer_loads_agree(spec, pair):
+def test_tma_and_pointer_loads_agree(spec, pair, defer):
     """The TMA loop (8 tiles of 16 rows over tma_view, two per program) and the pointer loads
     give the same bytes on adversarial data, the NaN-spread and exact-encoder branches
-    included, for both operand row orders (paired rows: the 5-D view; plain rows: 2-D)."""
+    included, for both operand row orders (paired rows: the 5-D view; plain rows: 2-D) and
+    both placements of the rare-case check (defer: once per program after the fast loop,
+    then the program's tiles again by the checked path; per-tile: a branch per tile)."""
     x = adversarial(1, rows=64)
     sch = resolve_scheme(spec)
     xt = dev(x)
@@ -140,7 +143,8 @@ def test_tma_and_pointer_loads_agree(spec, pair):
     for tma in (False, True):
         packed = torch.zeros((64, 64), dtype=torch.uint8, device=xt.device)
         scales = torch.zeros((64, 128 // sch.block_size), dtype=torch.uint8, device=xt.device)
-        rm.fused_launcher(xt, packed, scales, ts, sch, TE, tma=tma, pair=pair, R=16, programs_per_sm=1)()
+        rm.fused_launcher(xt, packed, scales, ts, sch, TE, tma=tma, pair=pair, R=16, programs_per_sm=1,
+                          defer=defer)()
         outs.append((packed, scales))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
     assert_equal({"packed": outs[1][0], "scales": outs[1][1], "global_scale": None}, reference(x, TE, sch), x.shape)
@@ -239,7 +243,7 @@ def test_refusals(backend):
         trb.quantize_packed(torch.ones((4, 32), dtype=torch.bfloat16), "nvfp4", rht=TE, variant="rows",
                             rounding="sr", seed=1)
     # float32 holding bf16 values is accepted (quantize converts inputs to float32 first)
-    out = trb.quantize_packed(torch.ones((4, 32)), "nvfp4", rht=TE)
+    out = trb.quantize_packed(torch.ones((4, 32), device=backend.device), "nvfp4", rht=TE)
     assert out["packed"].shape == (4, 16)
 
 
