@@ -28,7 +28,6 @@ import torch
 import fp4spec
 from fp4spec.backends import torch_backend as tb
 from fp4spec.backends import triton_backend as trb
-from fp4spec.backends import gluon_rht_mma as gm
 from fp4spec.backends import triton_rht_mma as rm
 from fp4spec.backends.base import resolve_scheme
 from fp4spec.rht import RHT, TE_SIGNS, rht, rht_signs
@@ -178,10 +177,6 @@ SWEEP = ([dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=p, stages
                                   (5, 4, 96, True, True), (5, 2, 96, True, True))]
          + [dict(tma=True, pair=True, R=128, num_warps=8, programs_per_sm=p, stages=st, maxnreg=mr, defer=True)
             for p, st, mr in ((2, 3, 128), (3, 3, 80))])
-#: gluon_launcher arguments of the Gluon kernel's sweep.
-GLUON_SWEEP = [dict(pair=pair, programs_per_sm=p, maxnreg=mr, ahead=ah)
-               for pair in (True, False)
-               for p, mr, ah in ((5, 96, 1), (4, 128, 1), (6, 80, 1), (5, 96, 0), (8, 64, 1), (3, 168, 1))]
 
 
 def time_all(x, iters, failures):
@@ -219,12 +214,9 @@ def time_all(x, iters, failures):
         sc = torch.empty((n, nb), dtype=torch.uint8, device=x.device)
         sch = resolve_scheme(spec)
         want = trb.quantize_packed(x, sch, rht=r, variant="unfused", **({"s_enc_dec": sed_r} if spec == "nvfp4" else {}))
-        sweep = [("mma", kw) for kw in SWEEP]
-        if gm.HAVE_GLUON:
-            sweep = [("gluon", kw) for kw in GLUON_SWEEP] + sweep
-        for kind, kw in sweep:
-            launch = (gm.gluon_launcher if kind == "gluon" else rm.fused_launcher)(x, pk, sc, ts, sch, r, **kw)
-            tag = kind + " " + " ".join(f"{k}={v}" for k, v in kw.items())
+        for kw in SWEEP:
+            launch = rm.fused_launcher(x, pk, sc, ts, sch, r, **kw)
+            tag = " ".join(f"{k}={v}" for k, v in kw.items())
             try:
                 pk.zero_()
                 sc.zero_()
@@ -234,7 +226,7 @@ def time_all(x, iters, failures):
                 if not (torch.equal(pk2, want["packed"]) and torch.equal(sc2, want["scales"])):
                     failures.append(f"sweep {spec} {tag}")
                     log(f"  FAIL sweep {spec} {tag}: differs from the unfused path")
-                row(f"{spec} {tag} regs={regs}", launch, bytes_)
+                row(f"{spec} mma {tag} regs={regs}", launch, bytes_)
             except Exception as exc:  # a configuration that does not compile or launch
                 log(f"  {spec} {tag}: {type(exc).__name__}: {str(exc)[:200]}")
     out["nv fwht"] = row("nvfp4 rowwise RHT fwht-fp32 fused (given)",
