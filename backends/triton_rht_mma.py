@@ -76,6 +76,9 @@ FUSED_PAIR = {16: False, 32: True}
 #: (True), or a tile-wide reduction and branch per tile (False). Step M5 by one cvt per
 #: value (True) or a packed cvt per pair and an unpack (False).
 FUSED_DEFER, FUSED_CVT1 = True, True
+#: The deferred loop stores each block's codes and scale byte from the thread holding them
+#: (True), or 16-byte rows of codes (False: with plain rows, words exchanged by shuffles).
+FUSED_BLOCK_STORES = True
 #: Unfused kernel tile (logical rows per program) and amax tile (rows of 16 per program).
 APPLY_BM, AMAX_R = 64, 256
 
@@ -247,12 +250,14 @@ def _redo_flags(vmb, mult, nan_scale, MX: tl.constexpr, SLOW: tl.constexpr, SPRE
 def _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBLK, NB: tl.constexpr, K: tl.constexpr,
                   EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
                   NAN_INF: tl.constexpr, SCALING: tl.constexpr, EXACT: tl.constexpr, GA: tl.constexpr = False,
-                  SLOW: tl.constexpr = False, SPREAD: tl.constexpr = False):
+                  SLOW: tl.constexpr = False, SPREAD: tl.constexpr = False, BLOCK_STORES: tl.constexpr = False,
+                  HW: tl.constexpr = False):
     """Block amax, scale, codes of the [NB, K/8, 4] pairs (lo, hi) and their stores (EXACT: the
     exact encoder; else the fast one, exact where _needs_exact holds for no block). Returns
-    the blocks' :func:`_redo_flags` (SLOW, SPREAD)."""
+    the blocks' :func:`_redo_flags` (SLOW, SPREAD). HW: the hardware UE4M3 conversion
+    (triton_rows_fast._ue4m3_cvt)."""
     vmb = _vals_amax(lo, hi)
-    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, GA)
+    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, GA, HW)
     mb = mult[:, None, None]
     if EXACT:
         q = _pair_codes_exact(lo, hi, mb, MX)
@@ -260,13 +265,22 @@ def _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBL
         q = _pair_codes(lo, hi, mb, mb * 0.5, mb * 0.25, MX, half, quarter)  # [NB, K / 8]
     if not MX:
         q = tl.where(nan_scale[:, None], 0, q)  # NaN scale code: every element code 0
-    # 16 bytes of codes per row of q4 (two 1 x 16 blocks or one 1 x 32 block: one thread's)
-    NW: tl.constexpr = NB * (K // 8) // 4
-    S: tl.constexpr = 32 // K
-    q4 = tl.reshape(q, (NW, 4))
-    oq = blk0 * (K // 8) + tl.arange(0, NW)[:, None] * 4 + tl.arange(0, 4)[None, :]
-    s2 = tl.reshape(scode.to(tl.uint8), (NB // S, S))
-    osc = blk0 + tl.arange(0, NB // S)[:, None] * S + tl.arange(0, S)[None, :]
+    if BLOCK_STORES:
+        # each block's codes (8 or 16 bytes) and scale byte stored from the thread that holds
+        # them: no exchange between threads whatever the operand rows
+        q4 = q
+        oq = blk0 * (K // 8) + tl.arange(0, NB)[:, None] * (K // 8) + tl.arange(0, K // 8)[None, :]
+        s2 = scode.to(tl.uint8)
+        osc = blk0 + tl.arange(0, NB)
+    else:
+        # 16 bytes of codes per row of q4 (two 1 x 16 blocks or one 1 x 32 block: one thread's
+        # with paired rows; with plain rows Triton exchanges words between threads)
+        NW: tl.constexpr = NB * (K // 8) // 4
+        S: tl.constexpr = 32 // K
+        q4 = tl.reshape(q, (NW, 4))
+        oq = blk0 * (K // 8) + tl.arange(0, NW)[:, None] * 4 + tl.arange(0, 4)[None, :]
+        s2 = tl.reshape(scode.to(tl.uint8), (NB // S, S))
+        osc = blk0 + tl.arange(0, NB // S)[:, None] * S + tl.arange(0, S)[None, :]
     if EVEN:
         tl.store(q_ptr + oq, q4)
         tl.store(s_ptr + osc, s2)
@@ -321,14 +335,15 @@ def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter,
 def _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R: tl.constexpr, K: tl.constexpr,
                MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
                SCALING: tl.constexpr, SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr,
-               GA: tl.constexpr, PAIR: tl.constexpr, CVT1: tl.constexpr):
+               GA: tl.constexpr, PAIR: tl.constexpr, CVT1: tl.constexpr, BLOCK_STORES: tl.constexpr,
+               HW: tl.constexpr):
     """One whole tile by the fast path alone, no branch; returns its blocks' _redo_flags (the
     caller redoes the tile by :func:`_fused_tile` where one is nonzero)."""
     G: tl.constexpr = K // 16
     e0 = tl.cast(tile, tl.int64) * (R * 64)
     lo, hi = _wide_vals(a, b, R, G, INTERP, PAIR, CVT1)
     return _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, e0 // K, NBLK, R * 4 // G, K, True, MX,
-                         RULE, EMAX, NAN_INF, SCALING, False, GA, SLOW, SPREAD)
+                         RULE, EMAX, NAN_INF, SCALING, False, GA, SLOW, SPREAD, BLOCK_STORES, HW)
 
 
 @triton.jit
@@ -337,7 +352,8 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
                         RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                         SLOW: tl.constexpr, INTERP: tl.constexpr, PERSIST: tl.constexpr = False,
                         STAGES: tl.constexpr = 1, SPREAD: tl.constexpr = True, TMA: tl.constexpr = False,
-                        PAIR: tl.constexpr = True, DEFER: tl.constexpr = False, CVT1: tl.constexpr = True):
+                        PAIR: tl.constexpr = True, DEFER: tl.constexpr = False, CVT1: tl.constexpr = True,
+                        BLOCK_STORES: tl.constexpr = False, HW_CVT: tl.constexpr = False):
     """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
 
     x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
@@ -358,7 +374,11 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
     one reduction after the loop decides whether the program runs its tiles again by the
     checked path (rare), instead of a tile-wide reduction and branch per tile. The barrier of
     that reduction orders the second pass's stores after the first's.
-    CVT1: step M5 by one cvt per value (:func:`_bf16_val`), else one packed cvt per pair."""
+    CVT1: step M5 by one cvt per value (:func:`_bf16_val`), else one packed cvt per pair.
+    BLOCK_STORES (the deferred loop's fast path): each thread stores its own blocks' codes and
+    scale bytes, else 16-byte rows of codes (with plain rows, an exchange of words between
+    threads by shuffles). HW_CVT (the deferred loop's fast path): two-level block scales by the
+    hardware UE4M3 conversion (triton_rows_fast._ue4m3_cvt; GPU only)."""
     mult_b = _mult_b(ts_ptr, MX)
     b = _load_wide(w_ptr)
     pid = tl.program_id(0)
@@ -374,7 +394,8 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
                 else:
                     a = x_desc.load([tile * R, 0])
                 redo = redo | _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R, K, MX, RULE,
-                                         EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR, CVT1)
+                                         EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR, CVT1,
+                                         BLOCK_STORES, HW_CVT)
             if tl.max(redo, axis=0) != 0:  # rare: this program's tiles again, each checked
                 tl.debug_barrier()
                 for tile in range(pid, NTILES, tl.num_programs(0)):
@@ -637,16 +658,19 @@ def tma_view(x16, R, pair=True):
 
 
 def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True, persist=None,
-                   programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None, defer=None, cvt1=None):
+                   programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None, defer=None, cvt1=None,
+                   block_stores=None, hw_cvt=None):
     """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
     kernel alone) and returns triton's compiled kernel (None for an empty tensor). tma: load
     the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles
     only); pair: paired operand rows (default FUSED_PAIR[block size]); defer: the TMA loop's
     rare-case check once per program (default FUSED_DEFER); cvt1: one bf16 cvt per value
-    (default FUSED_CVT1)."""
+    (default FUSED_CVT1); block_stores: per-block stores in the deferred loop (default
+    FUSED_BLOCK_STORES); hw_cvt: the hardware UE4M3 conversion there (default
+    triton_rows_fast.hw_e4m3)."""
     import torch
 
-    from .triton_rows_fast import _sm_count, rows_flags
+    from .triton_rows_fast import _sm_count, hw_e4m3, rows_flags
 
     K = sch.block_size
     nel = x2.numel()
@@ -666,7 +690,9 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     sms = _sm_count(x2.device)
     if tma:
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_TMA_PER_SM))),)
-        flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES, DEFER=FUSED_DEFER if defer is None else bool(defer))
+        flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES, DEFER=FUSED_DEFER if defer is None else bool(defer),
+                     BLOCK_STORES=FUSED_BLOCK_STORES if block_stores is None else bool(block_stores),
+                     HW_CVT=hw_e4m3(x2.device) if hw_cvt is None else bool(hw_cvt))
     elif persist:
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_PER_SM))),)
         flags.update(PERSIST=True, STAGES=stages or FUSED_STAGES)

@@ -237,6 +237,19 @@ def _ue4m3_rne(s):
 
 
 @triton.jit
+def _ue4m3_cvt(s):
+    """:func:`_ue4m3_rne` of float32 s >= +0 (or NaN) by the hardware conversion (sm_89+):
+    cvt.rn.satfinite.e4m3x2.f32 rounds to nearest even, subnormals included, takes s > 448
+    (Inf too) to 448 and NaN to NaN; the low 7 bits are the UE4M3 code (0x7F: NaN). Checked
+    against _ue4m3_rne on every non-negative float32 on the H200
+    (benchmarks/check_gpu_e4m3.py)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .b16 h; .reg .f32 z; .reg .b32 w; mov.f32 z, 0f00000000; "
+        "cvt.rn.satfinite.e4m3x2.f32 h, z, $1; cvt.u32.u16 w, h; and.b32 $0, w, 127; }",
+        "=r,f", [s], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
 def _load_hidden(ptrs, ASM: tl.constexpr):
     """float32 loads; ASM: by inline PTX (ld.global.nc), which triton's loop pipeliner does not
     see. Triton 3.6 cannot pipeline a TMA-fed wgmma loop that also holds a load depending on
@@ -250,13 +263,15 @@ def _load_hidden(ptrs, ASM: tl.constexpr):
 
 @triton.jit
 def _block_scale(vmb, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
-                 NAN_INF: tl.constexpr, SCALING: tl.constexpr, GATHER_ASM: tl.constexpr = False):
+                 NAN_INF: tl.constexpr, SCALING: tl.constexpr, GATHER_ASM: tl.constexpr = False,
+                 HW_CVT: tl.constexpr = False):
     """(scale code, element multiplier, nan-scale mask) of blocks whose amax has the bit
     pattern vmb (int32, sign clear; any NaN pattern for a block holding a NaN).
 
     Two-level (TE): s = min(vm * fp32(S_enc * fp32(1/6)), 448) (NaN passes), UE4M3 RNE,
     multiplier = the 128-entry table at ts[4:] (mult_table_kernel's; GATHER_ASM: see
-    :func:`_load_hidden`). MX: exponent e by RULE (0 floor, 1 ceil, 2 even: of log2 amax,
+    :func:`_load_hidden`); HW_CVT: the clamp and the rounding by one hardware conversion
+    (:func:`_ue4m3_cvt`, GPU only). MX: exponent e by RULE (0 floor, 1 ceil, 2 even: of log2 amax,
     minus EMAX; 3 rceil: ceil log2(amax * ts[2]), ts[2] = 1 / element max), clamped to
     [-127, 127], code e + 127 (255 for a NaN scale: a NaN block, or with NAN_INF an Inf
     one); multiplier 2^-e by SCALING (0 exact, 1 torchao's clamp at 2^-126, 2 rceil's 1.0
@@ -297,8 +312,11 @@ def _block_scale(vmb, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX
         mult = tl.where(nan_scale, 0.0, _pow2(shift))
     else:
         s = vmb.to(tl.float32, bitcast=True) * mult_b
-        s = tl.where(s > 448.0, 448.0, s)  # min(min(s, FLT_MAX), 448); NaN passes
-        scode = _ue4m3_rne(s)
+        if HW_CVT:
+            scode = _ue4m3_cvt(s)  # saturates at 448 itself
+        else:
+            s = tl.where(s > 448.0, 448.0, s)  # min(min(s, FLT_MAX), 448); NaN passes
+            scode = _ue4m3_rne(s)
         mult = _load_hidden(ts_ptr + 4 + scode, GATHER_ASM)
         nan_scale = scode == 0x7F
     return scode, mult, nan_scale
@@ -320,8 +338,9 @@ def _mult_b(ts_ptr, MX: tl.constexpr):
 @triton.jit
 def _tb_tile(x_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NBLK,
              BR: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
-             EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr):
-    """Tile `tile` (BR blocks). x_ptr: int32 words (2 bf16), K/2 per block; q_ptr: int32
+             EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr,
+             HW: tl.constexpr = False):
+    """Tile `tile` (BR blocks; HW: the hardware UE4M3 conversion, _block_scale's HW_CVT). x_ptr: int32 words (2 bf16), K/2 per block; q_ptr: int32
     words of codes, K/8 per block; s_ptr: uint8 scale codes."""
     W: tl.constexpr = K // 2
     r = tl.arange(0, BR)
@@ -353,7 +372,7 @@ def _tb_tile(x_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NBLK,
         am = _max_nan(am, _max_nan(_amax2(l2, h2), _amax2(l3, h3)))
     # sign-clear float32 patterns: the max of the patterns is the amax (a NaN above every number)
     vmb = tl.max(am.to(tl.int32, bitcast=True), axis=1)
-    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING)
+    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, False, HW)
     mb = mult[:, None]
     m2 = mb * 0.5
     m4 = mb * 0.25
@@ -391,10 +410,11 @@ def _tb_tile(x_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NBLK,
 @triton.jit
 def rows_tb_kernel(x_ptr, q_ptr, s_ptr, ts_ptr, NBLK,
                    BR: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
-                   EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr = True):
+                   EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr = True,
+                   HW: tl.constexpr = False):
     mult_b = _mult_b(ts_ptr, MX)
     _tb_tile(x_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tl.program_id(0), NBLK,
-             BR, K, EVEN, MX, RULE, EMAX, NAN_INF, SCALING, SLOW)
+             BR, K, EVEN, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, HW)
 
 
 @triton.jit
@@ -464,6 +484,25 @@ def _sm_count(device):
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+#: Two-level block scales by the hardware UE4M3 conversion where there is one (_ue4m3_cvt).
+HW_E4M3 = True
+
+
+def hw_e4m3(device) -> bool:
+    """Whether kernels on ``device`` round two-level block scales by the hardware conversion:
+    HW_E4M3, a CUDA device of compute capability 8.9 or later, not the interpreter (which has
+    no inline PTX)."""
+    import os
+
+    import torch
+
+    if not HW_E4M3 or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or device.type != "cuda":
+        return False
+    if not torch.cuda.is_available():
+        return False
+    return torch.cuda.get_device_capability(device) >= (8, 9)
+
+
 def rows_flags(sch):
     """The scheme constexprs of the kernels (MX, RULE, EMAX, NAN_INF, SCALING)."""
     mx = sch.structure == "mx"
@@ -476,7 +515,7 @@ def rows_flags(sch):
 
 
 def launcher(x2, packed, scales, ts, sch, *, variant="tb", BR=None, num_warps=None, programs_per_sm=None,
-             exact_fallback=True):
+             exact_fallback=True, hw_cvt=None):
     """A function that runs one variant's kernel on given buffers and returns triton's compiled
     kernel (None for an empty tensor): x2 contiguous bf16 (M, N), packed uint8 (M, N/2),
     scales uint8 (M, N/K) row-major, ts the float32 constants of
@@ -496,6 +535,7 @@ def launcher(x2, packed, scales, ts, sch, *, variant="tb", BR=None, num_warps=No
     flags.update(BR=br, K=K, EVEN=nblk % br == 0, SLOW=bool(exact_fallback), num_warps=num_warps or w0)
     if variant == "tb":
         kernel, grid = rows_tb_kernel, (ntiles,)
+        flags["HW"] = hw_e4m3(x2.device) if hw_cvt is None else bool(hw_cvt)
     elif variant == "tbp":
         kernel, grid = rows_tbp_kernel, (min(ntiles, _sm_count(x2.device) * (programs_per_sm or PERSISTENT_PER_SM)),)
         args = args + (ntiles,)

@@ -29,6 +29,7 @@ import fp4spec
 from fp4spec.backends import torch_backend as tb
 from fp4spec.backends import triton_backend as trb
 from fp4spec.backends import triton_rht_mma as rm
+from fp4spec.backends import triton_rows_fast as rf
 from fp4spec.backends.base import resolve_scheme
 from fp4spec.rht import RHT, TE_SIGNS, rht, rht_signs
 
@@ -170,13 +171,15 @@ def check_full(x, failures):
 
 #: fused_launcher arguments of the fused kernel's sweep (R, warps, grid, register cap, TMA; the
 #: TMA loop's rare-case check per program (defer) or per tile; step M5 by one cvt per value).
-SWEEP = ([dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr, defer=d, cvt1=c)
+SWEEP = ([dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr, defer=d,
+               block_stores=bs, hw_cvt=hw)
           for pair in (False, True)
-          for p, st, mr, d, c in ((5, 3, 96, False, False), (5, 3, 96, False, True), (5, 3, 96, True, True),
-                                  (5, 3, 96, True, False), (4, 3, 128, True, True), (6, 3, 80, True, True),
-                                  (5, 4, 96, True, True), (5, 2, 96, True, True))]
-         + [dict(tma=True, pair=True, R=128, num_warps=8, programs_per_sm=p, stages=st, maxnreg=mr, defer=True)
-            for p, st, mr in ((2, 3, 128), (3, 3, 80))])
+          for p, st, mr, d, bs, hw in ((5, 3, 96, False, False, False), (5, 3, 96, True, False, False),
+                                       (5, 3, 96, True, True, False), (5, 3, 96, True, False, True),
+                                       (5, 3, 96, True, True, True), (5, 4, 96, True, True, True),
+                                       (4, 3, 128, True, True, True), (6, 3, 80, True, True, True))]
+         + [dict(tma=True, pair=pair, R=128, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr, defer=True)
+            for pair in (False, True) for p, st, mr in ((3, 3, 168), (4, 2, 128))])
 
 
 def time_all(x, iters, failures):
@@ -204,6 +207,11 @@ def time_all(x, iters, failures):
     out = {}
     out["nv plain"] = row("nvfp4 rowwise plain tb (given)", lambda: trb.quantize_packed(x, nv, s_enc_dec=sed), q_nv)
     out["mx plain"] = row("mxfp4 rowwise plain tb", lambda: trb.quantize_packed(x, "mxfp4"), q_mx)
+    pk0 = torch.empty((n, n // 2), dtype=torch.uint8, device=x.device)
+    sc0 = torch.empty((n, n // 16), dtype=torch.uint8, device=x.device)
+    ts0 = trb.two_level_consts(nv, x.device, s_enc_dec=sed)
+    row("nvfp4 rowwise plain tb, integer UE4M3 rounding (given)",
+        rf.launcher(x, pk0, sc0, ts0, nv, BR=trb.TB_BR, num_warps=trb.TB_WARPS, hw_cvt=False), q_nv)
     out["nv mma"] = row("nvfp4 rowwise RHT mma fused (given)",
                         lambda: trb.quantize_packed(x, nv, rht=r, s_enc_dec=sed_r), q_nv)
     out["mx mma"] = row("mxfp4 rowwise RHT mma fused", lambda: trb.quantize_packed(x, "mxfp4", rht=r), q_mx)

@@ -16,6 +16,7 @@
 #   mma      benchmarks/bench_gpu_rht_mma.py (the RHT on the tensor cores: checks + timing; MMA_ARGS)
 #   probe    benchmarks/probe_gpu_zero_sign.py (the sign of zero results of Hopper's bf16 MMA)
 #   auto     backend="auto" on CUDA tensors picks triton and returns CUDA tensors, bit-exact
+#   e4m3     the hardware UE4M3 conversion against the integer rounding, every non-negative float32
 #   pytest   the GPU-marked tests (tests/backends) with TRITON_INTERPRET=0
 #   ncu      Nsight Compute sections of the rowwise quantize kernels (profile_gpu_rows.py)
 set -u
@@ -56,6 +57,7 @@ for step in "$@"; do
     mma) run_step mma timeout "${MMA_TIMEOUT:-400}" python3 benchmarks/bench_gpu_rht_mma.py ${MMA_ARGS:-} ;;
     probe) run_step probe timeout 120 python3 benchmarks/probe_gpu_zero_sign.py ;;
     auto) run_step auto timeout 120 python3 benchmarks/check_gpu_auto.py ;;
+    e4m3) run_step e4m3 timeout 120 python3 benchmarks/check_gpu_e4m3.py ;;
     pytest) run_step pytest timeout "${PYTEST_TIMEOUT:-300}" python3 -P -m pytest -q -x -p no:cacheprovider ${PYTEST_ARGS:-tests/backends} ;;
     ncu) run_step ncu timeout "${NCU_TIMEOUT:-180}" ncu --clock-control none -k "regex:${NCU_KERNELS:-quantize_rows}" \
            --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \

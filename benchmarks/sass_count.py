@@ -127,7 +127,8 @@ def configs():
             for slow, spread, defer, cvt1 in ((True, True, True, True), (True, True, False, True),
                                               (True, True, True, False), (False, False, False, True)):
                 c = dict(R=rm.FUSED_R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, TMA=True,
-                         STAGES=rm.FUSED_TMA_STAGES, SPREAD=spread, PAIR=pair, DEFER=defer, CVT1=cvt1, **SCHEME[spec])
+                         STAGES=rm.FUSED_TMA_STAGES, SPREAD=spread, PAIR=pair, DEFER=defer, CVT1=cvt1,
+                         BLOCK_STORES=rm.FUSED_BLOCK_STORES, HW_CVT=True, **SCHEME[spec])
                 box = f"{rm.FUSED_R // 16},2,8,4,16" if pair else f"{rm.FUSED_R},64"
                 sig = {**SIG_MMA, "x_desc": f"tensordesc<i16[{box}]>"}
                 tag = ("" if slow else " (no fallbacks)") + ("" if defer or not slow else " per-tile") + \
@@ -136,7 +137,7 @@ def configs():
                             rm.rows_rht_mma_kernel, sig, c, rm.FUSED_WARPS, rm.FUSED_R * 64 / (32 * rm.FUSED_WARPS)))
         # plain rowwise: tb (the default) and v2
         for slow in (True, False):
-            c = dict(BR=trb.TB_BR, K=K, EVEN=True, SLOW=slow, **SCHEME[spec])
+            c = dict(BR=trb.TB_BR, K=K, EVEN=True, SLOW=slow, HW=True, **SCHEME[spec])
             out.append((f"tb {spec}" + ("" if slow else " (no fallback)"), rf.rows_tb_kernel, SIG_TB, c, trb.TB_WARPS,
                         trb.TB_BR * K / (32 * trb.TB_WARPS)))
         c = dict(BR=512, K=K, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, **SCHEME[spec], **ELEM)

@@ -125,15 +125,17 @@ def test_fused_grids_and_ragged(spec, shape, mode):
     assert_equal({"packed": packed, "scales": scales, "global_scale": None}, ref, shape)
 
 
-@pytest.mark.parametrize("defer", [True, False], ids=["defer", "per-tile"])
+@pytest.mark.parametrize("defer,block_stores", [(True, True), (True, False), (False, False)],
+                         ids=["defer-block-stores", "defer-row-stores", "per-tile"])
 @pytest.mark.parametrize("pair", [True, False], ids=["pair", "plain"])
 @pytest.mark.parametrize("spec", ["nvfp4", "mxfp4"])
-def test_tma_and_pointer_loads_agree(spec, pair, defer):
+def test_tma_and_pointer_loads_agree(spec, pair, defer, block_stores):
     """The TMA loop (8 tiles of 16 rows over tma_view, two per program) and the pointer loads
     give the same bytes on adversarial data, the NaN-spread and exact-encoder branches
     included, for both operand row orders (paired rows: the 5-D view; plain rows: 2-D) and
     both placements of the rare-case check (defer: once per program after the fast loop,
-    then the program's tiles again by the checked path; per-tile: a branch per tile)."""
+    then the program's tiles again by the checked path; per-tile: a branch per tile) and of
+    the deferred loop's stores (per block, or 16-byte rows of codes)."""
     x = adversarial(1, rows=64)
     sch = resolve_scheme(spec)
     xt = dev(x)
@@ -144,7 +146,7 @@ def test_tma_and_pointer_loads_agree(spec, pair, defer):
         packed = torch.zeros((64, 64), dtype=torch.uint8, device=xt.device)
         scales = torch.zeros((64, 128 // sch.block_size), dtype=torch.uint8, device=xt.device)
         rm.fused_launcher(xt, packed, scales, ts, sch, TE, tma=tma, pair=pair, R=16, programs_per_sm=1,
-                          defer=defer)()
+                          defer=defer, block_stores=block_stores)()
         outs.append((packed, scales))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
     assert_equal({"packed": outs[1][0], "scales": outs[1][1], "global_scale": None}, reference(x, TE, sch), x.shape)

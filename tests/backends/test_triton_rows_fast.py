@@ -194,6 +194,17 @@ def test_fast_path_alone_on_ties(backend, name, over):
         _check(rf.quantize_rows_fast(xt, sch, s_enc_dec=sed, exact_fallback=False), v2(xt, sch, s_enc_dec=sed))
 
 
+def _consts(xt, name):
+    """quantize_rows_fast's constants for the contiguous 2-D bf16 tensor xt."""
+    from fp4spec.backends import triton_backend as trb
+
+    sch = fp4spec.get_scheme(name)
+    if sch.structure == "mx":
+        return trb.mx_consts(sch, xt.device)
+    M, N = xt.shape
+    return trb.two_level_consts(sch, xt.device, amax=trb.global_amax(xt, M, N, N, 1))
+
+
 @pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
 def test_every_bf16_pattern(backend, name):
     x = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(F32).reshape(128, 512)
@@ -203,6 +214,48 @@ def test_every_bf16_pattern(backend, name):
     for v in rf.VARIANTS:
         _check(rf.quantize_rows_fast(xt, name, variant=v, BR=256), ref)
     _check_emulator(rf.quantize_rows_fast(xt, name), xt, fp4spec.get_scheme(name))
+    out = quantize_packed(xt, name)  # tb with and without the hardware UE4M3 conversion
+    for hw in (False, True) if rf.hw_e4m3(xt.device) else (False,):
+        pk, sc = torch.empty_like(out["packed"]), torch.empty_like(out["scales"])
+        ts = _consts(xt, name)
+        rf.launcher(xt, pk, sc, ts, fp4spec.get_scheme(name), hw_cvt=hw)()
+        assert torch.equal(pk, out["packed"]) and torch.equal(sc, out["scales"])
+
+
+def test_hw_e4m3_only_on_a_gpu_that_has_it():
+    """The hardware UE4M3 conversion is inline PTX: never in the interpreter or on the CPU."""
+    assert not rf.hw_e4m3(torch.device("cpu"))
+    if not torch.cuda.is_available():
+        assert not rf.hw_e4m3(torch.device("cuda"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9),
+                    reason="the hardware e4m3 conversion needs a GPU of compute capability 8.9+")
+def test_hw_ue4m3_conversion_equals_integer_rounding():
+    """_ue4m3_cvt (cvt.rn.satfinite.e4m3x2.f32) equals _ue4m3_rne after the clamp at 448 on
+    every 64th non-negative float32 pattern and on every pattern near the UE4M3 range's
+    ties (benchmarks/check_gpu_e4m3.py checks all 2^31)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def both(x_ptr, hw_ptr, sw_ptr, N, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        s = tl.load(x_ptr + i, mask=i < N, other=0.0)
+        tl.store(hw_ptr + i, rf._ue4m3_cvt(s), mask=i < N)
+        tl.store(sw_ptr + i, rf._ue4m3_rne(tl.where(s > 448.0, 448.0, s)), mask=i < N)
+
+    codes = np.arange(0x7F, dtype=np.uint8)
+    vals = fp4spec.decode(codes, "ue4m3").astype(F32)
+    mids = (vals[:-1].astype(np.float64) + vals[1:]) / 2
+    pats = np.concatenate([np.arange(0, 1 << 31, 64, dtype=np.int64).astype(np.int32),
+                           _near(np.concatenate([vals, mids.astype(F32), [F32(448), F32(464), F32(480)]]), 4)
+                           .view(np.int32), np.array([0x7F800000, 0x7FC00000, 0x7FFFFFFF], np.int32)])
+    x = torch.from_numpy(pats.view(F32)).cuda()
+    hw = torch.empty(x.numel(), dtype=torch.int32, device="cuda")
+    sw = torch.empty_like(hw)
+    both[(triton.cdiv(x.numel(), 1024),)](x, hw, sw, x.numel(), BLOCK=1024)
+    assert torch.equal(hw, sw)
 
 
 def test_tiny_multiplier_branch(backend):
