@@ -79,6 +79,9 @@ FUSED_DEFER, FUSED_CVT1 = True, True
 #: The deferred loop stores each block's codes and scale byte from the thread holding them
 #: (True), or 16-byte rows of codes (False: with plain rows, words exchanged by shuffles).
 FUSED_BLOCK_STORES = True
+#: Paired rows' TMA box as [t, g, h, l, k] (True: its shared-memory image is the operand's
+#: 32-byte-swizzled layout) or [g, h, l, t, k] (False). H200 mxfp4: 0.212 / 0.222 ms.
+FUSED_PAIR_T = True
 #: Unfused kernel tile (logical rows per program) and amax tile (rows of 16 per program).
 APPLY_BM, AMAX_R = 64, 256
 
@@ -254,15 +257,16 @@ def _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBL
                   HW: tl.constexpr = False):
     """Block amax, scale, codes of the [NB, K/8, 4] pairs (lo, hi) and their stores (EXACT: the
     exact encoder; else the fast one, exact where _needs_exact holds for no block). Returns
-    the blocks' :func:`_redo_flags` (SLOW, SPREAD). HW: the hardware UE4M3 conversion
-    (triton_rows_fast._ue4m3_cvt)."""
+    the blocks' :func:`_redo_flags` (SLOW, SPREAD). HW (GPU only): the hardware UE4M3
+    conversion (triton_rows_fast._ue4m3_cvt) and the sign bits by byte permutes
+    (triton_rows_fast._pair_codes)."""
     vmb = _vals_amax(lo, hi)
     scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, GA, HW)
     mb = mult[:, None, None]
     if EXACT:
         q = _pair_codes_exact(lo, hi, mb, MX)
     else:
-        q = _pair_codes(lo, hi, mb, mb * 0.5, mb * 0.25, MX, half, quarter)  # [NB, K / 8]
+        q = _pair_codes(lo, hi, mb, mb * 0.5, mb * 0.25, MX, half, quarter, HW)  # [NB, K / 8]
     if not MX:
         q = tl.where(nan_scale[:, None], 0, q)  # NaN scale code: every element code 0
     if BLOCK_STORES:
@@ -347,13 +351,28 @@ def _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R:
 
 
 @triton.jit
+def _tma_operand(x_desc, tile, R: tl.constexpr, PAIR: tl.constexpr, PAIR_T: tl.constexpr):
+    """The tile's [R, 64] operand from its TMA box (:func:`tma_view`). PAIR_T: the paired rows'
+    box with its column group t outermost ([t, g, h, l, k]), whose shared-memory image is the
+    operand's 32-byte-swizzled layout itself (four [R, 16] column groups)."""
+    if PAIR_T:
+        a5 = x_desc.load([0, tile * (R // 16), 0, 0, 0])
+        return tl.reshape(tl.permute(a5, (1, 2, 3, 0, 4)), (R, 64))
+    elif PAIR:
+        return tl.reshape(x_desc.load([tile * (R // 16), 0, 0, 0, 0]), (R, 64))
+    else:
+        return x_desc.load([tile * R, 0])
+
+
+@triton.jit
 def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM, NBLK, NTILES, half, quarter,
                         R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
                         RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                         SLOW: tl.constexpr, INTERP: tl.constexpr, PERSIST: tl.constexpr = False,
                         STAGES: tl.constexpr = 1, SPREAD: tl.constexpr = True, TMA: tl.constexpr = False,
                         PAIR: tl.constexpr = True, DEFER: tl.constexpr = False, CVT1: tl.constexpr = True,
-                        BLOCK_STORES: tl.constexpr = False, HW_CVT: tl.constexpr = False):
+                        BLOCK_STORES: tl.constexpr = False, HW_CVT: tl.constexpr = False,
+                        PAIR_T: tl.constexpr = False):
     """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
 
     x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
@@ -389,10 +408,7 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
         if DEFER:
             redo = tl.zeros([R * 4 // (K // 16)], tl.int32)
             for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
-                if PAIR:
-                    a = tl.reshape(x_desc.load([tile * (R // 16), 0, 0, 0, 0]), (R, 64))
-                else:
-                    a = x_desc.load([tile * R, 0])
+                a = _tma_operand(x_desc, tile, R, PAIR, PAIR_T)
                 redo = redo | _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R, K, MX, RULE,
                                          EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR, CVT1,
                                          BLOCK_STORES, HW_CVT)
@@ -644,22 +660,27 @@ def _has_tensor_descriptors():
     return True
 
 
-def tma_view(x16, R, pair=True):
-    """The tensor descriptor of the fused kernel's TMA loads over the contiguous int16 tensor
-    x16 (R * 64 | numel), one box per tile's operand of :func:`_load_a`. pair: the 5-D view
-    [g, h, l, t, k] of element ``1024 g + 128 l + 32 t + 16 h + k`` (strides 1024, 16, 128, 32,
-    1 elements: 16-byte multiples, not monotonic, which the TMA allows) in boxes of
-    [R / 16, 2, 8, 4, 16]; else the [numel / 64, 64] matrix in [R, 64] boxes."""
+def tma_view(x16, R, pair=True, tmajor=False):
+    """The tensor descriptor of the fused kernel's TMA loads over the contiguous 16-bit tensor
+    x16 (R * 64 | numel; bf16 on a GPU, whose dot then reads the box in shared memory
+    itself; int16 in the interpreter), one box per tile's operand of :func:`_load_a`. pair:
+    the 5-D view [g, h, l, t, k] of element ``1024 g + 128 l + 32 t + 16 h + k`` (strides 1024,
+    16, 128, 32, 1 elements: 16-byte multiples, not monotonic, which the TMA allows) in boxes
+    of [R / 16, 2, 8, 4, 16]; tmajor: the same view as [t, g, h, l, k] (strides 32, 1024, 16,
+    128, 1) in boxes of [4, R / 16, 2, 8, 16]; else the [numel / 64, 64] matrix in [R, 64]
+    boxes."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     if not pair:  # plain rows: the [numel / 64, 64] matrix in [R, 64] boxes
         return TensorDescriptor(x16, [x16.numel() // 64, 64], [64, 1], [R, 64])
+    if tmajor:
+        return TensorDescriptor(x16, [4, x16.numel() // 1024, 2, 8, 16], [32, 1024, 16, 128, 1], [4, R // 16, 2, 8, 16])
     return TensorDescriptor(x16, [x16.numel() // 1024, 2, 8, 4, 16], [1024, 16, 128, 32, 1], [R // 16, 2, 8, 4, 16])
 
 
 def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True, persist=None,
                    programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None, defer=None, cvt1=None,
-                   block_stores=None, hw_cvt=None):
+                   block_stores=None, hw_cvt=None, pair_t=None):
     """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
     kernel alone) and returns triton's compiled kernel (None for an empty tensor). tma: load
     the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles
@@ -667,7 +688,8 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     rare-case check once per program (default FUSED_DEFER); cvt1: one bf16 cvt per value
     (default FUSED_CVT1); block_stores: per-block stores in the deferred loop (default
     FUSED_BLOCK_STORES); hw_cvt: the hardware UE4M3 conversion there (default
-    triton_rows_fast.hw_e4m3)."""
+    triton_rows_fast.hw_e4m3; it also gathers sign bits by byte permutes); pair_t: paired
+    rows' TMA box with the column group outermost (default FUSED_PAIR_T)."""
     import torch
 
     from .triton_rows_fast import _sm_count, hw_e4m3, rows_flags
@@ -693,6 +715,8 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
         flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES, DEFER=FUSED_DEFER if defer is None else bool(defer),
                      BLOCK_STORES=FUSED_BLOCK_STORES if block_stores is None else bool(block_stores),
                      HW_CVT=hw_e4m3(x2.device) if hw_cvt is None else bool(hw_cvt))
+        pair_t = pair and (FUSED_PAIR_T if pair_t is None else bool(pair_t))
+        flags["PAIR_T"] = pair_t
     elif persist:
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_PER_SM))),)
         flags.update(PERSIST=True, STAGES=stages or FUSED_STAGES)
@@ -701,7 +725,9 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     maxnreg = (FUSED_TMA_MAXNREG if tma else FUSED_MAXNREG) if maxnreg is None else maxnreg
     if maxnreg and not _interpret():
         flags["maxnreg"] = maxnreg
-    xd = tma_view(x16, R, pair) if tma else x16
+    # on a GPU the box is bf16: the dot reads it from shared memory (an int16 box would be
+    # bitcast in registers first); the interpreter's dots take the int16 bits
+    xd = tma_view(x16 if _interpret() else x2, R, pair, tma and flags.get("PAIR_T", False)) if tma else x16
     args = (x16, xd, w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles, 0.5, 0.25)
 
     def launch():

@@ -89,8 +89,8 @@ def _mag_scaled(x, m1, m2, m4):
 
 @triton.jit
 def _nibble(x, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25):
-    """Unsigned magnitude pattern u (0x4A800000 + code, int32) and sign bit (int32 0/1) of
-    bf16 value x (as float32) times the block multiplier.
+    """Unsigned magnitude pattern u (0x4A800000 + code, int32) and an int32 whose bit 31 is
+    the sign of bf16 value x (as float32) times the block multiplier.
 
     Two-level: t = fma(x, mult, +0) is the float32 product y, but +0 where y is -0 (the sign
     is ``y < 0``); it equals y when no nonzero product underflows to zero, which the caller
@@ -103,7 +103,7 @@ def _nibble(x, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25):
         t = tl.fma(x, mult, 0.0)
         u = _mag_y(t, half, quarter)
         s = t.to(tl.int32, bitcast=True)
-    return u, (s >> 31) & 1
+    return u, s
 
 
 @triton.jit
@@ -163,22 +163,64 @@ def _pack4(b):
 
 
 @triton.jit
-def _pair_codes(lo, hi, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25):
+def _split4(b):
+    """[..., 4] (2-D or 3-D) -> its four [...] slices along the last axis."""
+    if len(b.shape) == 2:
+        e, o = tl.split(tl.reshape(b, (b.shape[0], 2, 2)))
+    else:
+        e, o = tl.split(tl.reshape(b, (b.shape[0], b.shape[1], 2, 2)))
+    b0, b2 = tl.split(e)
+    b1, b3 = tl.split(o)
+    return b0, b1, b2, b3
+
+
+@triton.jit
+def _prmt(a, b, SEL: tl.constexpr):
+    """prmt.b32 (byte permute) with selector 0x00FB, 0xFB00 or 0x7610: selector nibble j
+    picks byte j of the result from the bytes of (a, b) (indices 0-3 of a, 4-7 of b); its
+    bit 3 replicates the picked byte's top bit (0xB: a's sign, 0xF: b's sign)."""
+    if SEL == 0x00FB:
+        return tl.inline_asm_elementwise("prmt.b32 $0, $1, $2, 0x00FB;", "=r,r,r", [a, b], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    elif SEL == 0xFB00:
+        return tl.inline_asm_elementwise("prmt.b32 $0, $1, $2, 0xFB00;", "=r,r,r", [a, b], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.inline_asm_elementwise("prmt.b32 $0, $1, $2, 0x7610;", "=r,r,r", [a, b], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+
+
+@triton.jit
+def _sign_bytes(s):
+    """[..., 4] int32 -> [...] int32 whose byte j is 0xFF if bit 31 of s[..., j] is set, else
+    0: three byte permutes for four signs (GPU only)."""
+    s0, s1, s2, s3 = _split4(s)
+    return _prmt(_prmt(s0, s1, 0x00FB), _prmt(s2, s3, 0xFB00), 0x7610)
+
+
+@triton.jit
+def _pair_codes(lo, hi, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25, PRMT: tl.constexpr = False):
     """[..., 4] float32 pairs (lo, hi: elements 2j, 2j + 1 of 8) -> [...] int32 of their 8
-    codes (first in the low nibble); half, quarter as :func:`_mag_y`."""
+    codes (first in the low nibble); half, quarter as :func:`_mag_y`. PRMT (GPU only): the
+    8 sign bits gathered by byte permutes (six per word) instead of a shift and a mask per
+    element."""
     ul, sl = _nibble(lo, mult, m2, m4, MX, half, quarter)
     uh, sh = _nibble(hi, mult, m2, m4, MX, half, quarter)
+    if PRMT:
+        mag = _pack4((ul - 0x4A800000) + (uh - 0x4A800000) * 16)
+        # byte j: sign of element 2j at bit 3, of element 2j + 1 at bit 7
+        return mag | (_sign_bytes(sl) & 0x08080808) | (_sign_bytes(sh) & -0x7F7F7F80)
     # (u - 0x4A800000) + 8 s per nibble; the constants fold into one subtraction per word
-    byte = (ul - 0x4A800000) + sl * 8 + (uh - 0x4A800000) * 16 + sh * 128
+    byte = (ul - 0x4A800000) + ((sl >> 31) & 1) * 8 + (uh - 0x4A800000) * 16 + ((sh >> 31) & 1) * 128
     return _pack4(byte)
 
 
 @triton.jit
-def _word_codes(w, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25):
+def _word_codes(w, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25, PRMT: tl.constexpr = False):
     """[..., 4] int32 words (8 bf16) -> [...] int32 of their 8 codes (first in the low nibble);
-    half, quarter as :func:`_mag_y`."""
+    half, quarter, PRMT as :func:`_pair_codes`."""
     lo, hi = _unpack(w)
-    return _pair_codes(lo, hi, mult, m2, m4, MX, half, quarter)
+    return _pair_codes(lo, hi, mult, m2, m4, MX, half, quarter, PRMT)
 
 
 @triton.jit
@@ -340,7 +382,8 @@ def _tb_tile(x_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NBLK,
              BR: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
              EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr,
              HW: tl.constexpr = False):
-    """Tile `tile` (BR blocks; HW: the hardware UE4M3 conversion, _block_scale's HW_CVT). x_ptr: int32 words (2 bf16), K/2 per block; q_ptr: int32
+    """Tile `tile` (BR blocks; HW, GPU only: the hardware UE4M3 conversion, _block_scale's
+    HW_CVT, and the sign bits by byte permutes, _pair_codes's PRMT). x_ptr: int32 words (2 bf16), K/2 per block; q_ptr: int32
     words of codes, K/8 per block; s_ptr: uint8 scale codes."""
     W: tl.constexpr = K // 2
     r = tl.arange(0, BR)
@@ -376,11 +419,11 @@ def _tb_tile(x_ptr, q_ptr, s_ptr, ts_ptr, mult_b, tile, NBLK,
     mb = mult[:, None]
     m2 = mb * 0.5
     m4 = mb * 0.25
-    q0 = _word_codes(w0, mb, m2, m4, MX)
-    q1 = _word_codes(w1, mb, m2, m4, MX)
+    q0 = _word_codes(w0, mb, m2, m4, MX, 0.5, 0.25, HW)
+    q1 = _word_codes(w1, mb, m2, m4, MX, 0.5, 0.25, HW)
     if K == 32:
-        q2 = _word_codes(w2, mb, m2, m4, MX)
-        q3 = _word_codes(w3, mb, m2, m4, MX)
+        q2 = _word_codes(w2, mb, m2, m4, MX, 0.5, 0.25, HW)
+        q3 = _word_codes(w3, mb, m2, m4, MX, 0.5, 0.25, HW)
     if SLOW:
         if tl.max(_needs_exact(mult, nan_scale, MX).to(tl.int32), axis=0) != 0:  # rare: exact tile
             q0 = _word_codes_exact(w0, mb, MX)

@@ -169,17 +169,16 @@ def check_full(x, failures):
             failures.append(f"full {spec}")
 
 
-#: fused_launcher arguments of the fused kernel's sweep (R, warps, grid, register cap, TMA; the
-#: TMA loop's rare-case check per program (defer) or per tile; step M5 by one cvt per value).
-SWEEP = ([dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr, defer=d,
-               block_stores=bs, hw_cvt=hw)
-          for pair in (False, True)
-          for p, st, mr, d, bs, hw in ((5, 3, 96, False, False, False), (5, 3, 96, True, False, False),
-                                       (5, 3, 96, True, True, False), (5, 3, 96, True, False, True),
-                                       (5, 3, 96, True, True, True), (5, 4, 96, True, True, True),
-                                       (4, 3, 128, True, True, True), (6, 3, 80, True, True, True))]
-         + [dict(tma=True, pair=pair, R=128, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr, defer=True)
-            for pair in (False, True) for p, st, mr in ((3, 3, 168), (4, 2, 128))])
+#: fused_launcher arguments of the fused kernel's sweep (operand rows, programs per SM, TMA
+#: stages, register cap; without GPU-only instructions (hw_cvt=False: integer UE4M3, sign
+#: bits by shifts); the [g, h, l, t, k] box; the last one: the per-tile check, row stores).
+SWEEP = ([dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
+          for pair in (False, True) for p, st, mr in ((5, 3, 96), (6, 3, 80), (5, 4, 96), (7, 3, 72))]
+         + [dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, hw_cvt=False)
+            for pair in (False, True)]
+         + [dict(tma=True, pair=True, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, pair_t=False)]
+         + [dict(tma=True, pair=False, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, defer=False,
+                 block_stores=False, hw_cvt=False)])
 
 
 def time_all(x, iters, failures):

@@ -125,17 +125,19 @@ def test_fused_grids_and_ragged(spec, shape, mode):
     assert_equal({"packed": packed, "scales": scales, "global_scale": None}, ref, shape)
 
 
-@pytest.mark.parametrize("defer,block_stores", [(True, True), (True, False), (False, False)],
-                         ids=["defer-block-stores", "defer-row-stores", "per-tile"])
+@pytest.mark.parametrize("defer,block_stores,pair_t", [(True, True, False), (True, False, False), (False, False, False),
+                                                      (True, True, True)],
+                         ids=["defer-block-stores", "defer-row-stores", "per-tile", "defer-tmajor-box"])
 @pytest.mark.parametrize("pair", [True, False], ids=["pair", "plain"])
 @pytest.mark.parametrize("spec", ["nvfp4", "mxfp4"])
-def test_tma_and_pointer_loads_agree(spec, pair, defer, block_stores):
+def test_tma_and_pointer_loads_agree(spec, pair, defer, block_stores, pair_t):
     """The TMA loop (8 tiles of 16 rows over tma_view, two per program) and the pointer loads
     give the same bytes on adversarial data, the NaN-spread and exact-encoder branches
     included, for both operand row orders (paired rows: the 5-D view; plain rows: 2-D) and
     both placements of the rare-case check (defer: once per program after the fast loop,
     then the program's tiles again by the checked path; per-tile: a branch per tile) and of
-    the deferred loop's stores (per block, or 16-byte rows of codes)."""
+    the deferred loop's stores (per block, or 16-byte rows of codes); paired rows also by the
+    box with its column group outermost."""
     x = adversarial(1, rows=64)
     sch = resolve_scheme(spec)
     xt = dev(x)
@@ -146,7 +148,7 @@ def test_tma_and_pointer_loads_agree(spec, pair, defer, block_stores):
         packed = torch.zeros((64, 64), dtype=torch.uint8, device=xt.device)
         scales = torch.zeros((64, 128 // sch.block_size), dtype=torch.uint8, device=xt.device)
         rm.fused_launcher(xt, packed, scales, ts, sch, TE, tma=tma, pair=pair, R=16, programs_per_sm=1,
-                          defer=defer, block_stores=block_stores)()
+                          defer=defer, block_stores=block_stores, pair_t=pair_t)()
         outs.append((packed, scales))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
     assert_equal({"packed": outs[1][0], "scales": outs[1][1], "global_scale": None}, reference(x, TE, sch), x.shape)
@@ -165,6 +167,9 @@ def test_tma_view_is_the_operand_permutation():
     g, h, l, t, kk = m // 16, (m // 8) % 2, m % 8, k // 16, k % 16
     want = R * 64 + ((8 * g + l) * 4 + t) * 32 + 16 * h + kk
     np.testing.assert_array_equal(got, want)
+    d = rm.tma_view(x16, R, tmajor=True)  # paired rows, column group outermost: [t, g, h, l, k]
+    v = x16.as_strided(d.shape, d.strides)[:, R // 16:2 * (R // 16)]
+    np.testing.assert_array_equal(v.permute(1, 2, 3, 0, 4).reshape(R, 64).numpy(), want)
     d = rm.tma_view(x16, R, pair=False)  # plain rows: box g is elements g R 64 .. (g + 1) R 64 in order
     v = x16.as_strided(d.shape, d.strides)[R:2 * R]
     np.testing.assert_array_equal(v.numpy(), R * 64 + m * 64 + k)
