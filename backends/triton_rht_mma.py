@@ -420,10 +420,7 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
                                 K, True, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR, CVT1)
         else:
             for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
-                if PAIR:
-                    a = tl.reshape(x_desc.load([tile * (R // 16), 0, 0, 0, 0]), (R, 64))
-                else:
-                    a = x_desc.load([tile * R, 0])
+                a = _tma_operand(x_desc, tile, R, PAIR, PAIR_T)
                 _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K,
                             EVEN, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR, CVT1)
     elif PERSIST:

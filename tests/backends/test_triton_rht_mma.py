@@ -126,8 +126,9 @@ def test_fused_grids_and_ragged(spec, shape, mode):
 
 
 @pytest.mark.parametrize("defer,block_stores,pair_t", [(True, True, False), (True, False, False), (False, False, False),
-                                                      (True, True, True)],
-                         ids=["defer-block-stores", "defer-row-stores", "per-tile", "defer-tmajor-box"])
+                                                      (True, True, True), (False, False, True)],
+                         ids=["defer-block-stores", "defer-row-stores", "per-tile", "defer-tmajor-box",
+                              "per-tile-tmajor-box"])
 @pytest.mark.parametrize("pair", [True, False], ids=["pair", "plain"])
 @pytest.mark.parametrize("spec", ["nvfp4", "mxfp4"])
 def test_tma_and_pointer_loads_agree(spec, pair, defer, block_stores, pair_t):
