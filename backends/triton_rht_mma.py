@@ -49,8 +49,7 @@ import triton.language as tl
 
 from .triton_backend import _interpret
 from .triton_kernels import _bf16_rne
-from .triton_rows_fast import (_amax2, _block_scale, _mult_b, _needs_exact, _pair_codes, _pair_codes_exact,
-                               _unpack)
+from .triton_rows_fast import _amax2, _block_scale, _mult_b, _needs_exact, _pair_codes, _pair_codes_exact
 
 #: Accumulator models the kernels' bf16 tl.dot computes on each GPU family: Hopper (cc 9.x).
 MMA_ARITHS = {9: "mma:sm90-bf16"}
@@ -73,9 +72,8 @@ FUSED_TMA, FUSED_TMA_PER_SM, FUSED_TMA_STAGES, FUSED_TMA_MAXNREG = True, 5, 3, 9
 #: (plain), mxfp4 0.225 / 0.238 ms.
 FUSED_PAIR = {16: False, 32: True}
 #: The TMA loop's rare-case check: per thread, one reduction per program after the loop
-#: (True), or a tile-wide reduction and branch per tile (False). Step M5 by one cvt per
-#: value (True) or a packed cvt per pair and an unpack (False).
-FUSED_DEFER, FUSED_CVT1 = True, True
+#: (True), or a tile-wide reduction and branch per tile (False).
+FUSED_DEFER = True
 #: The deferred loop stores each block's codes and scale byte from the thread holding them
 #: (True), or 16-byte rows of codes (False: with plain rows, words exchanged by shuffles).
 FUSED_BLOCK_STORES = True
@@ -131,41 +129,18 @@ def _load_t16(t_ptr):
 
 
 @triton.jit
-def _bf16x2(lo, hi, INTERP: tl.constexpr):
-    """Step M5 for two float32 values: one int32 holding bf16(lo) in the low half and bf16(hi)
-    in the high half (RNE, NaN -> 0x7FFF): triton_rows_fast's input word format. On a GPU one
-    packed cvt.rn.bf16x2.f32; in the interpreter integer rounding."""
-    if INTERP:
-        a = _bf16_round(lo, INTERP).to(tl.int32, bitcast=True)
-        b = _bf16_round(hi, INTERP).to(tl.int32, bitcast=True)
-        return ((a >> 16) & 0xFFFF) | b
-    else:
-        # cvt.rn.bf16x2.f32 d, a, b puts bf16(a) in the upper half of d, bf16(b) in the lower
-        return tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [hi, lo],
-                                         dtype=tl.int32, is_pure=True, pack=1)
-
-
-@triton.jit
 def _bf16_val(y, INTERP: tl.constexpr):
     """Step M5 for one float32 value: bf16(y) (RNE, NaN -> 0x7FFF) as float32. On a GPU one
     instruction: the packed cvt.rn.bf16x2.f32 with +0 as its low half writes the float32
-    pattern itself (``y.to(bfloat16).to(float32)`` is a cvt and a shift)."""
+    pattern itself (``y.to(bfloat16).to(float32)`` is a cvt and a shift; one packed cvt per
+    pair and an unpack cost one instruction per value more). The interpreter rounds on
+    integers."""
     if INTERP:
         return _bf16_round(y, INTERP)
     else:
         return tl.inline_asm_elementwise("{ .reg .f32 z; mov.f32 z, 0f00000000; cvt.rn.bf16x2.f32 $0, $1, z; }",
                                          "=r,f", [y], dtype=tl.int32, is_pure=True,
                                          pack=1).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _bf16_pair(lo, hi, INTERP: tl.constexpr, CVT1: tl.constexpr):
-    """Step M5 for the pairs (lo, hi) as float32: one cvt per value (CVT1), or one packed cvt
-    per pair and an unpack (two instructions per pair more)."""
-    if CVT1:
-        return _bf16_val(lo, INTERP), _bf16_val(hi, INTERP)
-    else:
-        return _unpack(_bf16x2(lo, hi, INTERP))
 
 
 @triton.jit
@@ -197,8 +172,7 @@ def _load_a(x_ptr, e0, NELEM, R: tl.constexpr, EVEN: tl.constexpr, PAIR: tl.cons
 
 
 @triton.jit
-def _wide_vals(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr, PAIR: tl.constexpr = True,
-               CVT1: tl.constexpr = True):
+def _wide_vals(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr, PAIR: tl.constexpr = True):
     """(lo, hi), each [R * 4 / G, 2 G, 4] float32: the bf16 RHT of the operand a
     (:func:`_load_a`) as pairs (lo: element 2j, hi: element 2j + 1), one quantization block per
     row, by the wide dot with b (the wide matrix, :func:`_load_wide`; module docstring); pair w
@@ -211,7 +185,7 @@ def _wide_vals(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr, PAI
         # row m, column 8 i + 2 t + e -> element 64 m + 16 t + 2 i + e
         y = tl.permute(tl.reshape(y, (R, 8, 4, 2)), (0, 2, 1, 3))  # [m, t, i, e]
     lo, hi = tl.split(y)
-    lo, hi = _bf16_pair(lo, hi, INTERP, CVT1)
+    lo, hi = _bf16_val(lo, INTERP), _bf16_val(hi, INTERP)
     return tl.reshape(lo, (R * 4 // G, 2 * G, 4)), tl.reshape(hi, (R * 4 // G, 2 * G, 4))
 
 
@@ -227,7 +201,7 @@ def _plain_vals(x_ptr, t_ptr, e0, NELEM, R: tl.constexpr, G: tl.constexpr, EVEN:
         xb = tl.load(x_ptr + e0 + offs, mask=(e0 + offs) < NELEM, other=0)
     y = _dot_bf16(xb, _load_t16(t_ptr), INTERP)
     lo, hi = tl.split(tl.reshape(y, (R * 4, 8, 2)))
-    lo, hi = _bf16_pair(lo, hi, INTERP, False)
+    lo, hi = _bf16_val(lo, INTERP), _bf16_val(hi, INTERP)
     return tl.reshape(lo, (R * 4 // G, 2 * G, 4)), tl.reshape(hi, (R * 4 // G, 2 * G, 4))
 
 
@@ -310,7 +284,7 @@ def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter,
                 R: tl.constexpr, K: tl.constexpr, EVEN: tl.constexpr, MX: tl.constexpr,
                 RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                 SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr, GA: tl.constexpr = False,
-                PAIR: tl.constexpr = True, CVT1: tl.constexpr = True):
+                PAIR: tl.constexpr = True):
     """One tile (GA: the multiplier gather by inline PTX, triton_rows_fast._load_hidden). Each
     branch stores its own results, so no tensor leaves a branch: a value that did would make
     Triton give both branches one layout (a shared-memory round trip of every value on the fast
@@ -319,7 +293,7 @@ def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter,
     NB: tl.constexpr = R * 4 // G
     e0 = tl.cast(tile, tl.int64) * (R * 64)
     blk0 = e0 // K
-    lo, hi = _wide_vals(a, b, R, G, INTERP, PAIR, CVT1)
+    lo, hi = _wide_vals(a, b, R, G, INTERP, PAIR)
     f = 0
     if SPREAD or SLOW:
         f = _tile_flag(lo, hi, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, SPREAD, GA)
@@ -339,13 +313,13 @@ def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter,
 def _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R: tl.constexpr, K: tl.constexpr,
                MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
                SCALING: tl.constexpr, SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr,
-               GA: tl.constexpr, PAIR: tl.constexpr, CVT1: tl.constexpr, BLOCK_STORES: tl.constexpr,
+               GA: tl.constexpr, PAIR: tl.constexpr, BLOCK_STORES: tl.constexpr,
                HW: tl.constexpr):
     """One whole tile by the fast path alone, no branch; returns its blocks' _redo_flags (the
     caller redoes the tile by :func:`_fused_tile` where one is nonzero)."""
     G: tl.constexpr = K // 16
     e0 = tl.cast(tile, tl.int64) * (R * 64)
-    lo, hi = _wide_vals(a, b, R, G, INTERP, PAIR, CVT1)
+    lo, hi = _wide_vals(a, b, R, G, INTERP, PAIR)
     return _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, e0 // K, NBLK, R * 4 // G, K, True, MX,
                          RULE, EMAX, NAN_INF, SCALING, False, GA, SLOW, SPREAD, BLOCK_STORES, HW)
 
@@ -370,7 +344,7 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
                         RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                         SLOW: tl.constexpr, INTERP: tl.constexpr, PERSIST: tl.constexpr = False,
                         STAGES: tl.constexpr = 1, SPREAD: tl.constexpr = True, TMA: tl.constexpr = False,
-                        PAIR: tl.constexpr = True, DEFER: tl.constexpr = False, CVT1: tl.constexpr = True,
+                        PAIR: tl.constexpr = True, DEFER: tl.constexpr = False,
                         BLOCK_STORES: tl.constexpr = False, HW_CVT: tl.constexpr = False,
                         PAIR_T: tl.constexpr = False):
     """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
@@ -393,7 +367,6 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
     one reduction after the loop decides whether the program runs its tiles again by the
     checked path (rare), instead of a tile-wide reduction and branch per tile. The barrier of
     that reduction orders the second pass's stores after the first's.
-    CVT1: step M5 by one cvt per value (:func:`_bf16_val`), else one packed cvt per pair.
     BLOCK_STORES (the deferred loop's fast path): each thread stores its own blocks' codes and
     scale bytes, else 16-byte rows of codes (with plain rows, an exchange of words between
     threads by shuffles). HW_CVT (the deferred loop's fast path): two-level block scales by the
@@ -410,19 +383,19 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
             for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
                 a = _tma_operand(x_desc, tile, R, PAIR, PAIR_T)
                 redo = redo | _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R, K, MX, RULE,
-                                         EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR, CVT1,
+                                         EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR,
                                          BLOCK_STORES, HW_CVT)
             if tl.max(redo, axis=0) != 0:  # rare: this program's tiles again, each checked
                 tl.debug_barrier()
                 for tile in range(pid, NTILES, tl.num_programs(0)):
                     a = _load_a(x_ptr, tl.cast(tile, tl.int64) * (R * 64), NELEM, R, True, PAIR)
                     _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R,
-                                K, True, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR, CVT1)
+                                K, True, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR)
         else:
             for tile in tl.range(pid, NTILES, tl.num_programs(0), num_stages=STAGES):
                 a = _tma_operand(x_desc, tile, R, PAIR, PAIR_T)
                 _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K,
-                            EVEN, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR, CVT1)
+                            EVEN, MX, RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR)
     elif PERSIST:
         # the next tile's operand is loaded before this tile is computed (one tile in flight
         # per program besides the one computed; the last prefetch rereads the last tile)
@@ -431,12 +404,12 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
             nxt = tl.minimum(tile + tl.num_programs(0), NTILES - 1)
             a_next = _load_a(x_ptr, tl.cast(nxt, tl.int64) * (R * 64), NELEM, R, EVEN, PAIR)
             _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NELEM, NBLK, R, K, EVEN, MX, RULE,
-                        EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR, CVT1)
+                        EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR)
             a = a_next
     else:
         a = _load_a(x_ptr, tl.cast(pid, tl.int64) * (R * 64), NELEM, R, EVEN, PAIR)
         _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, pid, NELEM, NBLK, R, K, EVEN, MX,
-                    RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR, CVT1)
+                    RULE, EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, False, PAIR)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -676,14 +649,13 @@ def tma_view(x16, R, pair=True, tmajor=False):
 
 
 def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True, persist=None,
-                   programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None, defer=None, cvt1=None,
+                   programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None, defer=None,
                    block_stores=None, hw_cvt=None, pair_t=None):
     """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
     kernel alone) and returns triton's compiled kernel (None for an empty tensor). tma: load
     the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles
     only); pair: paired operand rows (default FUSED_PAIR[block size]); defer: the TMA loop's
-    rare-case check once per program (default FUSED_DEFER); cvt1: one bf16 cvt per value
-    (default FUSED_CVT1); block_stores: per-block stores in the deferred loop (default
+    rare-case check once per program (default FUSED_DEFER); block_stores: per-block stores in the deferred loop (default
     FUSED_BLOCK_STORES); hw_cvt: the hardware UE4M3 conversion there (default
     triton_rows_fast.hw_e4m3; it also gathers sign bits by byte permutes); pair_t: paired
     rows' TMA box with the column group outermost (default FUSED_PAIR_T)."""
@@ -700,7 +672,7 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     flags = rows_flags(sch)
     pair = FUSED_PAIR[K] if pair is None else pair
     flags.update(R=R, K=K, EVEN=nel % (R * 64) == 0, SLOW=bool(exact_fallback), INTERP=_interpret(), PAIR=bool(pair),
-                 CVT1=FUSED_CVT1 if cvt1 is None else bool(cvt1), num_warps=num_warps or FUSED_WARPS)
+                 num_warps=num_warps or FUSED_WARPS)
     ntiles = triton.cdiv(nel, R * 64)
     persist = FUSED_PERSIST if persist is None else persist
     x16 = x2.view(torch.int16)
@@ -712,8 +684,7 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
         flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES, DEFER=FUSED_DEFER if defer is None else bool(defer),
                      BLOCK_STORES=FUSED_BLOCK_STORES if block_stores is None else bool(block_stores),
                      HW_CVT=hw_e4m3(x2.device) if hw_cvt is None else bool(hw_cvt))
-        pair_t = pair and (FUSED_PAIR_T if pair_t is None else bool(pair_t))
-        flags["PAIR_T"] = pair_t
+        flags["PAIR_T"] = bool(pair) and (FUSED_PAIR_T if pair_t is None else bool(pair_t))
     elif persist:
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_PER_SM))),)
         flags.update(PERSIST=True, STAGES=stages or FUSED_STAGES)
@@ -724,7 +695,7 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
         flags["maxnreg"] = maxnreg
     # on a GPU the box is bf16: the dot reads it from shared memory (an int16 box would be
     # bitcast in registers first); the interpreter's dots take the int16 bits
-    xd = tma_view(x16 if _interpret() else x2, R, pair, tma and flags.get("PAIR_T", False)) if tma else x16
+    xd = tma_view(x16 if _interpret() else x2, R, pair, flags["PAIR_T"]) if tma else x16
     args = (x16, xd, w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles, 0.5, 0.25)
 
     def launch():

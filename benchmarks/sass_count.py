@@ -124,17 +124,15 @@ def configs():
         # ... with the operand by TMA (the default: pipelined persistent loop; static counts
         # include the pipeline's prologue and epilogue copies of the loop body)
         for pair in (True, False):
-            for slow, spread, defer, cvt1 in ((True, True, True, True), (True, True, False, True),
-                                              (True, True, True, False), (False, False, False, True)):
+            for slow, spread, defer in ((True, True, True), (True, True, False), (False, False, False)):
                 c = dict(R=rm.FUSED_R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, TMA=True,
-                         STAGES=rm.FUSED_TMA_STAGES, SPREAD=spread, PAIR=pair, DEFER=defer, CVT1=cvt1,
+                         STAGES=rm.FUSED_TMA_STAGES, SPREAD=spread, PAIR=pair, DEFER=defer,
                          BLOCK_STORES=rm.FUSED_BLOCK_STORES, HW_CVT=True, PAIR_T=pair and rm.FUSED_PAIR_T,
                          **SCHEME[spec])
                 g = rm.FUSED_R // 16
                 box = (f"4,{g},2,8,16" if rm.FUSED_PAIR_T else f"{g},2,8,4,16") if pair else f"{rm.FUSED_R},64"
                 sig = {**SIG_MMA, "x_desc": f"tensordesc<bf16[{box}]>"}  # fused_launcher's GPU box
-                tag = ("" if slow else " (no fallbacks)") + ("" if defer or not slow else " per-tile") + \
-                    ("" if cvt1 else " cvt2")
+                tag = ("" if slow else " (no fallbacks)") + ("" if defer or not slow else " per-tile")
                 out.append((f"rows_mma_tma {spec} {'pair' if pair else 'plain'} R={rm.FUSED_R} w={rm.FUSED_WARPS}" + tag,
                             rm.rows_rht_mma_kernel, sig, c, rm.FUSED_WARPS, rm.FUSED_R * 64 / (32 * rm.FUSED_WARPS)))
         # plain rowwise: tb (the default) and v2
