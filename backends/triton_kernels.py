@@ -27,7 +27,7 @@ import triton.language as tl
 from .triton_rows_fast import _mag_scaled, _mag_y
 # block scales on amax bit patterns (shared with the fast rowwise kernels)
 from .triton_rows_fast import _block_scale as _block_scale_bits
-from .triton_rows_fast import _mult_b, _pow2, _ue4m3_rne
+from .triton_rows_fast import _mult_b, _pow2, _ue4m3_sat
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -131,8 +131,7 @@ def quantize_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_
         mult_b = s_enc * tl.load(ts_ptr + 2)
         s = vm * mult_b
         s = tl.where(s > 3.4028234663852886e38, 3.4028234663852886e38, s)
-        s = tl.where(s > 448.0, 448.0, s)
-        scode = _ue4m3_rne(s)
+        scode = _ue4m3_sat(s)
         den = _ue4m3_value(scode) * s_dec
         me = tl.math.div_rn(tl.full(den.shape, 1.0, tl.float32), den)
         mult = tl.where(me > 3.4028234663852886e38, 3.4028234663852886e38, me)

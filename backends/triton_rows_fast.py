@@ -175,19 +175,11 @@ def _split4(b):
 
 
 @triton.jit
-def _prmt(a, b, SEL: tl.constexpr):
-    """prmt.b32 (byte permute) with selector 0x00FB, 0xFB00 or 0x7610: selector nibble j
-    picks byte j of the result from the bytes of (a, b) (indices 0-3 of a, 4-7 of b); its
-    bit 3 replicates the picked byte's top bit (0xB: a's sign, 0xF: b's sign)."""
-    if SEL == 0x00FB:
-        return tl.inline_asm_elementwise("prmt.b32 $0, $1, $2, 0x00FB;", "=r,r,r", [a, b], dtype=tl.int32,
-                                         is_pure=True, pack=1)
-    elif SEL == 0xFB00:
-        return tl.inline_asm_elementwise("prmt.b32 $0, $1, $2, 0xFB00;", "=r,r,r", [a, b], dtype=tl.int32,
-                                         is_pure=True, pack=1)
-    else:
-        return tl.inline_asm_elementwise("prmt.b32 $0, $1, $2, 0x7610;", "=r,r,r", [a, b], dtype=tl.int32,
-                                         is_pure=True, pack=1)
+def _prmt(a, b, ASM: tl.constexpr):
+    """``prmt.b32 $0, $1, $2, SEL;`` (byte permute, ASM) of (a, b): selector nibble j picks
+    byte j of the result from the bytes of (a, b) (indices 0-3 of a, 4-7 of b); its bit 3
+    replicates the picked byte's top bit (0xB: a's sign, 0xF: b's sign)."""
+    return tl.inline_asm_elementwise(ASM, "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
 
 
 @triton.jit
@@ -195,7 +187,9 @@ def _sign_bytes(s):
     """[..., 4] int32 -> [...] int32 whose byte j is 0xFF if bit 31 of s[..., j] is set, else
     0: three byte permutes for four signs (GPU only)."""
     s0, s1, s2, s3 = _split4(s)
-    return _prmt(_prmt(s0, s1, 0x00FB), _prmt(s2, s3, 0xFB00), 0x7610)
+    lo = _prmt(s0, s1, "prmt.b32 $0, $1, $2, 0x00FB;")  # bytes 0, 1: signs of s0, s1
+    hi = _prmt(s2, s3, "prmt.b32 $0, $1, $2, 0xFB00;")  # bytes 2, 3: signs of s2, s3
+    return _prmt(lo, hi, "prmt.b32 $0, $1, $2, 0x7610;")  # bytes 0, 1 of lo, 2, 3 of hi
 
 
 @triton.jit
@@ -279,11 +273,18 @@ def _ue4m3_rne(s):
 
 
 @triton.jit
+def _ue4m3_sat(s):
+    """UE4M3 code of float32 s >= +0 (or NaN): min(s, 448) (NaN passes), then
+    :func:`_ue4m3_rne` -- the integer twin of :func:`_ue4m3_cvt`."""
+    return _ue4m3_rne(tl.where(s > 448.0, 448.0, s))
+
+
+@triton.jit
 def _ue4m3_cvt(s):
     """:func:`_ue4m3_rne` of float32 s >= +0 (or NaN) by the hardware conversion (sm_89+):
     cvt.rn.satfinite.e4m3x2.f32 rounds to nearest even, subnormals included, takes s > 448
     (Inf too) to 448 and NaN to NaN; the low 7 bits are the UE4M3 code (0x7F: NaN). Checked
-    against _ue4m3_rne on every non-negative float32 on the H200
+    against _ue4m3_sat on every non-negative float32 on the H200
     (benchmarks/check_gpu_e4m3.py)."""
     return tl.inline_asm_elementwise(
         "{ .reg .b16 h; .reg .f32 z; .reg .b32 w; mov.f32 z, 0f00000000; "
@@ -355,10 +356,9 @@ def _block_scale(vmb, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX
     else:
         s = vmb.to(tl.float32, bitcast=True) * mult_b
         if HW_CVT:
-            scode = _ue4m3_cvt(s)  # saturates at 448 itself
+            scode = _ue4m3_cvt(s)
         else:
-            s = tl.where(s > 448.0, 448.0, s)  # min(min(s, FLT_MAX), 448); NaN passes
-            scode = _ue4m3_rne(s)
+            scode = _ue4m3_sat(s)  # min(min(s, FLT_MAX), 448); NaN passes
         mult = _load_hidden(ts_ptr + 4 + scode, GATHER_ASM)
         nan_scale = scode == 0x7F
     return scode, mult, nan_scale
@@ -527,21 +527,20 @@ def _sm_count(device):
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-#: Two-level block scales by the hardware UE4M3 conversion where there is one (_ue4m3_cvt).
+#: GPU-only instructions where the device has them (:func:`hw_e4m3`).
 HW_E4M3 = True
 
 
 def hw_e4m3(device) -> bool:
-    """Whether kernels on ``device`` round two-level block scales by the hardware conversion:
-    HW_E4M3, a CUDA device of compute capability 8.9 or later, not the interpreter (which has
-    no inline PTX)."""
-    import os
-
+    """Whether kernels on ``device`` take their GPU-only instructions (the hardware rounding of
+    two-level block scales, _ue4m3_cvt, and the sign bits by byte permutes, _pair_codes's
+    PRMT): HW_E4M3, a CUDA device of compute capability 8.9 or later, not the interpreter
+    (which has no inline PTX)."""
     import torch
 
-    if not HW_E4M3 or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or device.type != "cuda":
-        return False
-    if not torch.cuda.is_available():
+    from .triton_backend import _interpret
+
+    if not HW_E4M3 or _interpret() or device.type != "cuda" or not torch.cuda.is_available():
         return False
     return torch.cuda.get_device_capability(device) >= (8, 9)
 

@@ -1,8 +1,8 @@
 """Exhaustive GPU check of the hardware UE4M3 conversion used for two-level block scales
 (``triton_rows_fast._ue4m3_cvt``: cvt.rn.satfinite.e4m3x2.f32) against the integer rounding
-(``_ue4m3_rne`` after the clamp at 448, NaN passing): every non-negative float32 bit pattern
-0x00000000 .. 0x7FFFFFFF (+0, subnormals, normals, +Inf, every NaN). Exit status 1 on any
-difference. Needs a GPU of compute capability 8.9 or later.
+(``_ue4m3_sat``: the clamp at 448, NaN passing, then ``_ue4m3_rne``): every non-negative
+float32 bit pattern 0x00000000 .. 0x7FFFFFFF (+0, subnormals, normals, +Inf, every NaN).
+Exit status 1 on any difference. Needs a GPU of compute capability 8.9 or later.
 
     python benchmarks/check_gpu_e4m3.py [--stride 1]
 """
@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fp4spec.backends.triton_rows_fast import _ue4m3_cvt, _ue4m3_rne
+from fp4spec.backends.triton_rows_fast import _ue4m3_cvt, _ue4m3_sat
 
 BLOCK = 4096
 
@@ -28,7 +28,7 @@ def _check_kernel(out_ptr, STRIDE: tl.constexpr, BLOCK: tl.constexpr):
     bits = i.to(tl.int32)
     s = bits.to(tl.float32, bitcast=True)
     hw = _ue4m3_cvt(s)
-    sw = _ue4m3_rne(tl.where(s > 448.0, 448.0, s))
+    sw = _ue4m3_sat(s)
     bad = hw != sw
     n = tl.sum(bad.to(tl.int32), axis=0)
     tl.atomic_add(out_ptr, n)
