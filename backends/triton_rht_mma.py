@@ -40,6 +40,13 @@ recomputes its values with one [rows, 16] @ T dot per RHT row (one uniform branc
 program, rare). Under ``TRITON_INTERPRET=1`` the dots are the model's (``model_dot``, through
 ``triton_gemm.interpreter_model_dot``), including the spreading, so the CPU runs the same
 paths.
+
+The MX encoder on bf16x2 words (GPU only, :func:`_encode_store_bf16x2`). Step M5 rounds
+every value to bf16, and an MX multiplier is a power of two, so the E2M1 grid roundings can
+run in bf16 itself: ``cvt.rn.bf16x2.f32`` makes one word of two values, and the three
+fma-with-magic roundings (``triton_rows_fast._mag_bf16x2``), the 4-way min and the block amax
+run on both halves at once. About 8 instructions per element in the loop instead of 13: MX
+quantize with the RHT at the speed of plain quantize.
 """
 
 from __future__ import annotations
@@ -49,7 +56,8 @@ import triton.language as tl
 
 from .triton_backend import _interpret
 from .triton_kernels import _bf16_rne
-from .triton_rows_fast import _amax2, _block_scale, _mult_b, _needs_exact, _pair_codes, _pair_codes_exact
+from .triton_rows_fast import (_amax2, _bf16x2_pack, _block_scale, _mag_bf16x2, _max_u16x2, _mult_b, _needs_exact,
+                               _nibbles_bf16x2, _pair_codes, _pair_codes_exact, _split4)
 
 #: Accumulator models the kernels' bf16 tl.dot computes on each GPU family: Hopper (cc 9.x).
 MMA_ARITHS = {9: "mma:sm90-bf16"}
@@ -67,10 +75,11 @@ FUSED_MAXNREG = 128
 FUSED_TMA, FUSED_TMA_PER_SM, FUSED_TMA_STAGES, FUSED_TMA_MAXNREG = True, 5, 3, 96
 #: Operand rows per block size: pairs of accumulator rows hold 32 consecutive elements per
 #: thread (True: a 1 x 32 block in one thread, but the 5-D TMA box gets a 32-byte swizzle and
-#: 4-way bank conflicts in the operand reads), or plain 64-element rows (False: the 128-byte
-#: swizzle; a 1 x 32 block spans two threads). H200, TMA: nvfp4 0.237 (pair) / 0.231 ms
-#: (plain), mxfp4 0.225 / 0.238 ms.
-FUSED_PAIR = {16: False, 32: True}
+#: Triton copies the operand into registers), or plain 64-element rows (False: the 128-byte
+#: swizzle, read by the wgmma in shared memory; a 1 x 32 block spans two threads). H200
+#: (benchmarks/RESULTS.md, fifth session): nvfp4 0.198 (pair) / 0.187 ms (plain); mxfp4 with
+#: the bf16x2 encoder 0.186 / 0.164 ms, without it 0.201 / 0.218 ms.
+FUSED_PAIR = {16: False, 32: False}
 #: The TMA loop's rare-case check: per thread, one reduction per program after the loop
 #: (True), or a tile-wide reduction and branch per tile (False).
 FUSED_DEFER = True
@@ -80,6 +89,10 @@ FUSED_BLOCK_STORES = True
 #: Paired rows' TMA box as [t, g, h, l, k] (True: its shared-memory image is the operand's
 #: 32-byte-swizzled layout) or [g, h, l, t, k] (False). H200 mxfp4: 0.212 / 0.222 ms.
 FUSED_PAIR_T = True
+#: MX 1 x 32 blocks in the deferred loop: the encoder on bf16x2 words, two elements an
+#: instruction (GPU only: triton_rows_fast.hw_bf16x2). H200 mxfp4: 0.164 ms against 0.201 ms
+#: for the float32 encoder (its best rows, paired).
+FUSED_BF16X2 = True
 #: Unfused kernel tile (logical rows per program) and amax tile (rows of 16 per program).
 APPLY_BM, AMAX_R = 64, 256
 
@@ -187,6 +200,52 @@ def _wide_vals(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr, PAI
     lo, hi = tl.split(y)
     lo, hi = _bf16_val(lo, INTERP), _bf16_val(hi, INTERP)
     return tl.reshape(lo, (R * 4 // G, 2 * G, 4)), tl.reshape(hi, (R * 4 // G, 2 * G, 4))
+
+
+@triton.jit
+def _wide_words(a, b, R: tl.constexpr, PAIR: tl.constexpr = True):
+    """[R * 2, 4, 4] int32 (GPU only, 1 x 32 blocks): the bf16 RHT of the operand a as bf16x2
+    words, one block per row; word [n, g, r] holds elements 8 g + r (low half) and
+    8 g + r + 4 (high half) of block n, the layout of triton_rows_fast._nibbles_bf16x2.
+    Step M5 is the cvt that makes the words (one per two elements)."""
+    y = _dot_bf16(a, b, False)  # [R, 64] float32
+    if PAIR:
+        # row 16 g + 8 h + l, column 8 i + 2 t + e (i = 4 i2 + 2 i1 + i0) -> element
+        # ((8 g + l) * 4 + t) * 32 + 16 h + 2 i + e: block (g, l, t), position 8 (2 h + i2) + 4 i1 + 2 i0 + e
+        y = tl.reshape(y, (R // 16, 2, 8, 2, 2, 2, 4, 2))  # [g, h, l, i2, i1, i0, t, e]
+        y = tl.permute(y, (0, 2, 6, 1, 3, 5, 7, 4))  # [g, l, t, h, i2, i0, e, i1]
+    else:
+        # row m, column 8 i + 2 t + e (t = 2 t1 + t0) -> element 64 m + 16 t + 2 i + e: block
+        # (m, t1), position 8 (2 t0 + i2) + 4 i1 + 2 i0 + e
+        y = tl.reshape(y, (R, 2, 2, 2, 2, 2, 2))  # [m, i2, i1, i0, t1, t0, e]
+        y = tl.permute(y, (0, 4, 5, 1, 3, 6, 2))  # [m, t1, t0, i2, i0, e, i1]
+    lo, hi = tl.split(tl.reshape(y, (R * 2, 4, 4, 2)))
+    return _bf16x2_pack(lo, hi)
+
+
+@triton.jit
+def _encode_store_bf16x2(xw, q_ptr, s_ptr, ts_ptr, blk0, NB: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
+                         NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr, SPREAD: tl.constexpr):
+    """:func:`_encode_store` of MX 1 x 32 blocks given as the bf16x2 words of
+    :func:`_wide_words` (GPU only; the fast encoder, per-block stores): the block amax by
+    max.u16x2 over the sign-clear words, the grid roundings two elements an instruction
+    (triton_rows_fast._mag_bf16x2), codes and signs by _nibbles_bf16x2. Same bits as the
+    float32 path (a block's values times its power-of-two multiplier are below 8; NaN-scale
+    blocks are flagged for the exact encoder, as there)."""
+    aw = xw & 0x7FFF7FFF
+    am = tl.reduce(tl.reduce(aw, 2, _max_u16x2), 1, _max_u16x2)  # [NB]: the max of each half
+    vmb = tl.maximum(am & 0xFFFF, am >> 16) << 16  # float32 pattern of the block amax
+    scode, mult, nan_scale = _block_scale(vmb, ts_ptr, 1.0, True, RULE, EMAX, NAN_INF, SCALING)
+    m1 = _bf16x2_pack(mult, mult)[:, None, None]
+    m2 = _bf16x2_pack(mult * 0.5, mult * 0.5)[:, None, None]
+    m4 = _bf16x2_pack(mult * 0.25, mult * 0.25)[:, None, None]
+    u0, u1, u2, u3 = _split4(_mag_bf16x2(aw, m1, m2, m4))
+    x0, x1, x2, x3 = _split4(xw)
+    q = _nibbles_bf16x2(u0, u1, u2, u3, x0, x1, x2, x3)  # [NB, 4]
+    oq = blk0 * 4 + tl.arange(0, NB)[:, None] * 4 + tl.arange(0, 4)[None, :]
+    tl.store(q_ptr + oq, q)
+    tl.store(s_ptr + blk0 + tl.arange(0, NB), scode.to(tl.uint8))
+    return _redo_flags(vmb, mult, nan_scale, True, SLOW, SPREAD)
 
 
 @triton.jit
@@ -314,11 +373,15 @@ def _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R:
                MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
                SCALING: tl.constexpr, SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr,
                GA: tl.constexpr, PAIR: tl.constexpr, BLOCK_STORES: tl.constexpr,
-               HW: tl.constexpr):
+               HW: tl.constexpr, BF16X2: tl.constexpr = False):
     """One whole tile by the fast path alone, no branch; returns its blocks' _redo_flags (the
-    caller redoes the tile by :func:`_fused_tile` where one is nonzero)."""
+    caller redoes the tile by :func:`_fused_tile` where one is nonzero). BF16X2 (MX 1 x 32,
+    GPU only): the encoder on bf16x2 words (:func:`_encode_store_bf16x2`)."""
     G: tl.constexpr = K // 16
     e0 = tl.cast(tile, tl.int64) * (R * 64)
+    if BF16X2:
+        return _encode_store_bf16x2(_wide_words(a, b, R, PAIR), q_ptr, s_ptr, ts_ptr, e0 // K, R * 2, RULE, EMAX,
+                                    NAN_INF, SCALING, SLOW, SPREAD)
     lo, hi = _wide_vals(a, b, R, G, INTERP, PAIR)
     return _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, e0 // K, NBLK, R * 4 // G, K, True, MX,
                          RULE, EMAX, NAN_INF, SCALING, False, GA, SLOW, SPREAD, BLOCK_STORES, HW)
@@ -346,7 +409,7 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
                         STAGES: tl.constexpr = 1, SPREAD: tl.constexpr = True, TMA: tl.constexpr = False,
                         PAIR: tl.constexpr = True, DEFER: tl.constexpr = False,
                         BLOCK_STORES: tl.constexpr = False, HW_CVT: tl.constexpr = False,
-                        PAIR_T: tl.constexpr = False):
+                        PAIR_T: tl.constexpr = False, BF16X2: tl.constexpr = False):
     """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
 
     x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
@@ -370,7 +433,9 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
     BLOCK_STORES (the deferred loop's fast path): each thread stores its own blocks' codes and
     scale bytes, else 16-byte rows of codes (with plain rows, an exchange of words between
     threads by shuffles). HW_CVT (the deferred loop's fast path): two-level block scales by the
-    hardware UE4M3 conversion (triton_rows_fast._ue4m3_cvt; GPU only)."""
+    hardware UE4M3 conversion (triton_rows_fast._ue4m3_cvt; GPU only). BF16X2 (the deferred
+    loop's fast path, MX 1 x 32 blocks, GPU only): the encoder on bf16x2 words, two elements
+    an instruction (:func:`_encode_store_bf16x2`)."""
     mult_b = _mult_b(ts_ptr, MX)
     b = _load_wide(w_ptr)
     pid = tl.program_id(0)
@@ -384,7 +449,7 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
                 a = _tma_operand(x_desc, tile, R, PAIR, PAIR_T)
                 redo = redo | _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R, K, MX, RULE,
                                          EMAX, NAN_INF, SCALING, SLOW, INTERP, SPREAD, not INTERP, PAIR,
-                                         BLOCK_STORES, HW_CVT)
+                                         BLOCK_STORES, HW_CVT, BF16X2)
             if tl.max(redo, axis=0) != 0:  # rare: this program's tiles again, each checked
                 tl.debug_barrier()
                 for tile in range(pid, NTILES, tl.num_programs(0)):
@@ -650,7 +715,7 @@ def tma_view(x16, R, pair=True, tmajor=False):
 
 def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True, persist=None,
                    programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None, defer=None,
-                   block_stores=None, hw_cvt=None, pair_t=None):
+                   block_stores=None, hw_cvt=None, pair_t=None, bf16x2=None):
     """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
     kernel alone) and returns triton's compiled kernel (None for an empty tensor). tma: load
     the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles
@@ -658,10 +723,12 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     rare-case check once per program (default FUSED_DEFER); block_stores: per-block stores in the deferred loop (default
     FUSED_BLOCK_STORES); hw_cvt: the hardware UE4M3 conversion there (default
     triton_rows_fast.hw_e4m3; it also gathers sign bits by byte permutes); pair_t: paired
-    rows' TMA box with the column group outermost (default FUSED_PAIR_T)."""
+    rows' TMA box with the column group outermost (default FUSED_PAIR_T); bf16x2: MX 1 x 32
+    blocks encoded on bf16x2 words in the deferred loop (default FUSED_BF16X2 where
+    triton_rows_fast.hw_bf16x2; never in the interpreter)."""
     import torch
 
-    from .triton_rows_fast import _sm_count, hw_e4m3, rows_flags
+    from .triton_rows_fast import _sm_count, hw_bf16x2, hw_e4m3, rows_flags
 
     K = sch.block_size
     nel = x2.numel()
@@ -685,6 +752,8 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
                      BLOCK_STORES=FUSED_BLOCK_STORES if block_stores is None else bool(block_stores),
                      HW_CVT=hw_e4m3(x2.device) if hw_cvt is None else bool(hw_cvt))
         flags["PAIR_T"] = bool(pair) and (FUSED_PAIR_T if pair_t is None else bool(pair_t))
+        bf16x2 = (FUSED_BF16X2 and hw_bf16x2(x2.device)) if bf16x2 is None else bool(bf16x2)
+        flags["BF16X2"] = bf16x2 and flags["MX"] and K == 32 and flags["DEFER"] and not _interpret()
     elif persist:
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_PER_SM))),)
         flags.update(PERSIST=True, STAGES=stages or FUSED_STAGES)

@@ -217,6 +217,66 @@ def _word_codes(w, mult, m2, m4, MX: tl.constexpr, half=0.5, quarter=0.25, PRMT:
     return _pair_codes(lo, hi, mult, m2, m4, MX, half, quarter, PRMT)
 
 
+#: 0x42804280 * 0x1111 mod 2^32 as int32: the bf16 grid magic 64 (0x4280) of both halves of four
+#: words shifted by 0, 4, 8, 12 bits (_nibbles_bf16x2)
+_B0_NIBBLES = tl.constexpr(-286332288)
+
+
+@triton.jit
+def _bf16x2_pack(lo, hi):
+    """float32 lo, hi -> int32 word of bf16(lo) (low half) and bf16(hi) (high half), both RNE
+    (NaN -> 0x7FFF): one cvt.rn.bf16x2.f32 (GPU only)."""
+    return tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,f,f", [lo, hi], dtype=tl.int32,
+                                     is_pure=True, pack=1)
+
+
+@triton.jit
+def _max_u16x2(a, b):
+    """Per 16-bit half, the unsigned max of int32 words a and b (max.u16x2, sm_90, GPU only)."""
+    return tl.inline_asm_elementwise("max.u16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True,
+                                     pack=1)
+
+
+@triton.jit
+def _mag_bf16x2(a, m1, m2, m4):
+    """The E2M1 grid roundings of :func:`_mag_scaled` on two bf16 values at once (GPU only):
+    a holds two sign-clear bf16 values, m1, m2, m4 the bf16x2 words {m, m}, {m/2, m/2},
+    {m/4, m/4} of a power of two m; per half the result is 0x4280 + the magnitude code of
+    a * m, for a * m < 8.
+
+    bf16 at 64 has the ulp 1/2 that float32 has at 2^22, so the three fma.rn.bf16x2 with the
+    addends 64, 65, 66 (0x4280, 0x4282, 0x4284) round the exact product once onto the grids
+    of step 1/2, 1 and 2 with the code offset folded in, as _mag_scaled's float32 fmas do;
+    the results share one exponent and compare as 16-bit integers (min.u16x2; 0x4287 is
+    code 7). One instruction covers two elements: half of _mag_scaled's count."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .b32 k, u, v, w; "
+        "mov.b32 k, 0x42804280; fma.rn.bf16x2 u, $1, $2, k; "
+        "mov.b32 k, 0x42824282; fma.rn.bf16x2 v, $1, $3, k; "
+        "mov.b32 k, 0x42844284; fma.rn.bf16x2 w, $1, $4, k; "
+        "mov.b32 k, 0x42874287; min.u16x2 u, u, v; min.u16x2 w, w, k; min.u16x2 $0, u, w; }",
+        "=r,r,r,r,r", [a, m1, m2, m4], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _nibbles_bf16x2(u0, u1, u2, u3, x0, x1, x2, x3):
+    """One int32 of 8 MX codes (element k in bits 4k..4k+3) from the bf16x2 words of a group
+    of 8 elements laid out as x_r = (element r, element r + 4), r = 0..3 (GPU only).
+
+    u_r: :func:`_mag_bf16x2` of |x_r|; x_r: the words with their signs. Magnitudes: the four
+    words shifted by 0, 4, 8, 12 bits and summed put half h of u_r at nibble r + 4h; the magic
+    0x4280 of every half comes off as one constant (exact modulo 2^32, and no nibble carries
+    since each code is below 8). Signs (MX: the sign bit of x, -0 included): two byte
+    permutes with sign replication give the bytes 0x00 / 0xFF of the even elements (from x0,
+    x2) and of the odd ones (x1, x3); their low and high nibbles merged, bit 3 of each nibble
+    is the sign."""
+    mag = u0 + (u1 << 4) + (u2 << 8) + (u3 << 12) - _B0_NIBBLES
+    ev = _prmt(x0, x2, "prmt.b32 $0, $1, $2, 0xFBD9;")  # signs of elements 0, 2, 4, 6 as bytes
+    od = _prmt(x1, x3, "prmt.b32 $0, $1, $2, 0xFBD9;")  # signs of elements 1, 3, 5, 7
+    sgn = (ev & 0x0F0F0F0F) | (od & -0x0F0F0F10)  # -0x0F0F0F10 = 0xF0F0F0F0
+    return mag | (sgn & -0x77777778)  # -0x77777778 = 0x88888888: bit 3 of every nibble
+
+
 @triton.jit
 def _pair_codes_exact(lo, hi, mult, MX: tl.constexpr):
     byte = _e2m1_exact(lo * mult, MX) + (_e2m1_exact(hi * mult, MX) << 4)
@@ -543,6 +603,14 @@ def hw_e4m3(device) -> bool:
     if not HW_E4M3 or _interpret() or device.type != "cuda" or not torch.cuda.is_available():
         return False
     return torch.cuda.get_device_capability(device) >= (8, 9)
+
+
+def hw_bf16x2(device) -> bool:
+    """Whether the MX encoder on bf16x2 words (_mag_bf16x2: fma.rn.bf16x2 and min.u16x2, the
+    latter sm_90+) runs on ``device``: :func:`hw_e4m3` and compute capability 9.0 or later."""
+    import torch
+
+    return hw_e4m3(device) and torch.cuda.get_device_capability(device) >= (9, 0)
 
 
 def rows_flags(sch):

@@ -173,7 +173,9 @@ def check_full(x, failures):
 #: stages, register cap; without GPU-only instructions (hw_cvt=False: integer UE4M3, sign
 #: bits by shifts); the [g, h, l, t, k] box; the last one: the per-tile check, row stores).
 SWEEP = ([dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
-          for pair in (False, True) for p, st, mr in ((5, 3, 96), (6, 3, 80), (5, 4, 96), (7, 3, 72))]
+          for pair in (False, True) for p, st, mr in ((5, 3, 96), (6, 3, 80), (5, 4, 96), (7, 3, 72), (8, 3, 64))]
+         + [dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, bf16x2=False)
+            for pair in (False, True)]
          + [dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, hw_cvt=False)
             for pair in (False, True)]
          + [dict(tma=True, pair=True, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, pair_t=False)]

@@ -5,7 +5,7 @@ sm_90) with the JIT's ``tt.divisibility=16`` on pointers and sizes, then triton'
 branch that tiles rarely take is counted too; ``--no-fallback`` variants are listed where
 they exist).
 
-    python benchmarks/sass_count.py [--only rows_rht,cols3,tb,rows] [--ops]
+    python benchmarks/sass_count.py [--only rows_rht,cols3,tb,rows] [--ops] [--loop]
 
 Prints, per kernel: registers, spills, SASS instructions per element, the ALU-pipe
 (integer/logic) and FMA-pipe shares per element, compile seconds.
@@ -43,28 +43,54 @@ def _tool():
     return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 
 
-def compile_kernel(fn, sig, consts, num_warps):
+def compile_kernel(fn, sig, consts, num_warps, maxnreg=None):
     attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k in sig if k not in NODIV}
     src = ASTSource(fn, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts, attrs=attrs)
     t = time.time()
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+    opts = {"num_warps": num_warps, **({"maxnreg": maxnreg} if maxnreg else {})}
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
     return k, time.time() - t
 
 
-def sass_ops(k):
-    """(registers, spill bytes, Counter of SASS opcodes) of a compiled kernel."""
+def _sass(k):
+    """(cuobjdump -res-usage, cuobjdump -sass) of a compiled kernel."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(k.asm["cubin"])
         f.flush()
         res = subprocess.run([_tool(), "-res-usage", f.name], capture_output=True, text=True).stdout
         sass = subprocess.run([_tool(), "-sass", f.name], capture_output=True, text=True).stdout
-    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
-    c = collections.Counter()
+    return res, sass
+
+
+def _instructions(sass):
+    """[(address, opcode)] of the SASS listing, NOPs left out."""
+    out = []
     for line in sass.splitlines():
-        mm = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", line)
-        if mm and mm.group(1) != "NOP":
-            c[mm.group(1)] += 1
+        mm = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)(.*)", line)
+        if mm and mm.group(2) != "NOP":
+            out.append((int(mm.group(1), 16), mm.group(2), mm.group(3)))
+    return out
+
+
+def sass_ops(k):
+    """(registers, spill bytes, Counter of SASS opcodes) of a compiled kernel."""
+    res, sass = _sass(k)
+    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
+    c = collections.Counter(op for _, op, _ in _instructions(sass))
     return (int(m.group(1)), int(m.group(4))) if m else (-1, -1), c
+
+
+def loop_ops(k):
+    """Counter of the SASS opcodes in the body of the kernel's first loop (from the target of
+    the first backward branch to that branch): a persistent kernel's steady state, which the
+    static count of the whole kernel (prologue, epilogue, rare paths) hides."""
+    ins = _instructions(_sass(k)[1])
+    for addr, op, rest in ins:
+        t = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None
+        if t and int(t.group(1), 16) < addr:
+            lo = int(t.group(1), 16)
+            return collections.Counter(o for a, o, _ in ins if lo <= a <= addr)
+    return None
 
 
 SIG_ROWS = dict(x_ptr="*i64", q_ptr="*i64", s_ptr="*u8", r_ptr="*fp32", thr_ptr="*fp32", dthr_ptr="*fp32",
@@ -128,11 +154,12 @@ def configs():
                 c = dict(R=rm.FUSED_R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, TMA=True,
                          STAGES=rm.FUSED_TMA_STAGES, SPREAD=spread, PAIR=pair, DEFER=defer,
                          BLOCK_STORES=rm.FUSED_BLOCK_STORES, HW_CVT=True, PAIR_T=pair and rm.FUSED_PAIR_T,
-                         **SCHEME[spec])
+                         BF16X2=K == 32 and defer and rm.FUSED_BF16X2, **SCHEME[spec])
                 g = rm.FUSED_R // 16
                 box = (f"4,{g},2,8,16" if rm.FUSED_PAIR_T else f"{g},2,8,4,16") if pair else f"{rm.FUSED_R},64"
                 sig = {**SIG_MMA, "x_desc": f"tensordesc<bf16[{box}]>"}  # fused_launcher's GPU box
-                tag = ("" if slow else " (no fallbacks)") + ("" if defer or not slow else " per-tile")
+                tag = ("" if slow else " (no fallbacks)") + ("" if defer or not slow else " per-tile") + \
+                    (" bf16x2" if c["BF16X2"] else "")
                 out.append((f"rows_mma_tma {spec} {'pair' if pair else 'plain'} R={rm.FUSED_R} w={rm.FUSED_WARPS}" + tag,
                             rm.rows_rht_mma_kernel, sig, c, rm.FUSED_WARPS, rm.FUSED_R * 64 / (32 * rm.FUSED_WARPS)))
         # plain rowwise: tb (the default) and v2
@@ -149,6 +176,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=None, help="comma list of name prefixes (rows_rht, cols3, tb, rows)")
     ap.add_argument("--ops", action="store_true", help="print the opcode histogram per kernel")
+    ap.add_argument("--loop", action="store_true",
+                    help="also count the first loop's body (persistent kernels: the per-tile steady state)")
     args = ap.parse_args()
     pre = None if args.only is None else tuple(p.strip() for p in args.only.split(","))
     print(f"triton {triton.__version__}, target sm_90")
@@ -156,7 +185,7 @@ def main():
     for name, fn, sig, consts, nw, epth in configs():
         if pre and not name.startswith(pre):
             continue
-        k, dt = compile_kernel(fn, sig, consts, nw)
+        k, dt = compile_kernel(fn, sig, consts, nw, rm.FUSED_TMA_MAXNREG if consts.get("TMA") else None)
         (regs, spill), c = sass_ops(k)
         tot = sum(c.values())
         alu = sum(v for o, v in c.items() if o in ALU)
@@ -164,6 +193,11 @@ def main():
         print(f"{name:<34} {regs:>4} {spill:>5} {tot / epth:8.2f} {alu / epth:7.2f} {fma / epth:7.2f} {dt:9.1f}", flush=True)
         if args.ops:
             print("    " + ", ".join(f"{o}:{v}" for o, v in c.most_common(24)))
+        lc = loop_ops(k) if args.loop else None
+        if lc:
+            print(f"    loop body: {sum(lc.values()) / epth:.2f} SASS/el, ALU {sum(v for o, v in lc.items() if o in ALU) / epth:.2f}, "
+                  f"FMA {sum(v for o, v in lc.items() if o in FMA) / epth:.2f}"
+                  + ("  " + ", ".join(f"{o}:{v}" for o, v in lc.most_common(16)) if args.ops else ""))
 
 
 if __name__ == "__main__":

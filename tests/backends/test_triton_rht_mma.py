@@ -155,6 +155,35 @@ def test_tma_and_pointer_loads_agree(spec, pair, defer, block_stores, pair_t):
     assert_equal({"packed": outs[1][0], "scales": outs[1][1], "global_scale": None}, reference(x, TE, sch), x.shape)
 
 
+MX_RULES = ["mxfp4", "mxfp4:scale_rule=rceil", "mxfp4:scale_rule=even", "mxfp4:scale_rule=ceil",
+            "mxfp4:profile=torchao"]
+
+
+@pytest.mark.parametrize("pair", [True, False], ids=["pair", "plain"])
+@pytest.mark.parametrize("spec", MX_RULES)
+def test_mx_bf16x2_encoder(spec, pair):
+    """MX 1 x 32 blocks by the deferred TMA loop: the encoder on bf16x2 words (GPU only) and
+    the float32 one give the spec's bytes for every MX scale rule and profile, on adversarial
+    data (subnormal and huge blocks: multipliers up to 2^127 and down to 2^-125; Inf and NaN:
+    NaN-scale blocks redone by the exact encoder), for both operand row orders. In the
+    interpreter only the float32 encoder runs."""
+    from fp4spec.backends import triton_rows_fast as rf
+
+    x = adversarial(1, rows=64)
+    x[17] *= np.float32(2.0 ** -133)  # bf16 subnormals after the RHT, multiplier 2^127
+    x = bf16_values(x)
+    sch = resolve_scheme(spec)
+    xt = dev(x)
+    ts = trb.mx_consts(sch, xt.device)
+    ref = reference(x, TE, sch)
+    for bf16x2 in (False, True) if rf.hw_bf16x2(xt.device) else (None,):
+        packed = torch.zeros((64, 64), dtype=torch.uint8, device=xt.device)
+        scales = torch.zeros((64, 4), dtype=torch.uint8, device=xt.device)
+        rm.fused_launcher(xt, packed, scales, ts, sch, TE, tma=True, pair=pair, R=16, programs_per_sm=1,
+                          bf16x2=bf16x2)()
+        assert_equal({"packed": packed, "scales": scales, "global_scale": None}, ref, x.shape)
+
+
 def test_tma_view_is_the_operand_permutation():
     """Box g of tma_view, reshaped to [R, 64], is _load_a's operand: paired rows, row
     m = 16 g + 8 h + l, column 16 t + k holds element ((8 g + l) * 4 + t) * 32 + 16 h + k;

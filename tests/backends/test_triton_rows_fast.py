@@ -258,6 +258,110 @@ def test_hw_ue4m3_conversion_equals_integer_rounding():
     assert torch.equal(hw, sw)
 
 
+# -- the MX encoder on bf16x2 words (triton_rows_fast._mag_bf16x2, _nibbles_bf16x2) -----------
+
+
+def _bf16_fma_bits(a, m, c):
+    """bits(bf16(a * m + c)) rounded once (fma.rn.bf16x2) for a * m in [0, 8) and c in {64, 65,
+    66}: the sum lies in [64, 128), where the bf16 ulp is 1/2, so the result is 0x4280 +
+    RNE(2 (a * m + c - 64)); float64 holds a * m exactly and rounds 2 (c - 64) + 2 a * m only
+    where it is far from a tie."""
+    n = np.rint(2.0 * (c - 64) + 2.0 * (np.asarray(a, np.float64) * m))
+    return (0x4280 + n).astype(np.int64)
+
+
+def _prmt_signs(a, b):
+    """prmt.b32 d, a, b, 0xFBD9 on uint32 words: bytes (sign of a's low half, of b's low half,
+    of a's high half, of b's high half), each 0x00 or 0xFF."""
+    bit = lambda w, i: ((w >> i) & 1) * 0xFF  # noqa: E731
+    return bit(a, 15) | (bit(b, 15) << 8) | (bit(a, 31) << 16) | (bit(b, 31) << 24)
+
+
+def bf16x2_codes_model(xb, k):
+    """The word encoder in numpy: [n, 8] bf16 bit patterns (a group of 8 elements each), all
+    times 2^k -> [n] uint32 words of their 8 MX codes (element j in bits 4j..4j+3)."""
+    xb = np.asarray(xb, np.int64)
+    m = float(np.ldexp(1.0, k))
+    words = xb[:, :4] | (xb[:, 4:] << 16)  # word r: elements r (low half), r + 4 (high half)
+    a = (words & 0x7FFF7FFF)
+    halves = [(a & 0xFFFF), (a >> 16)]
+    vals = [(h.astype(np.uint32) << 16).view(np.float32).astype(np.float64) for h in halves]
+    mags = []
+    for v in vals:
+        u = np.minimum(np.minimum(_bf16_fma_bits(v, m, 64), _bf16_fma_bits(v, m / 2, 65)),
+                       np.minimum(_bf16_fma_bits(v, m / 4, 66), 0x4287))
+        mags.append(u)
+    u = mags[0] | (mags[1] << 16)  # [n, 4]
+    mag = (u[:, 0] + (u[:, 1] << 4) + (u[:, 2] << 8) + (u[:, 3] << 12) - (rf._B0_NIBBLES.value % (1 << 32)))
+    mag &= 0xFFFFFFFF
+    ev = _prmt_signs(words[:, 0], words[:, 2])
+    od = _prmt_signs(words[:, 1], words[:, 3])
+    sgn = (ev & 0x0F0F0F0F) | (od & 0xF0F0F0F0)
+    return (mag | (sgn & 0x88888888)).astype(np.uint32)
+
+
+def _mx_domain(k):
+    """Every finite bf16 pattern x with |x| * 2^k < 8 (the fast path's values: a block's values
+    times its MX multiplier), in groups of 8 (zero-padded), and their codes by the emulator."""
+    xb = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    x = xb.view(ml_dtypes.bfloat16).astype(np.float64)
+    keep = np.isfinite(x) & (np.abs(x) * np.ldexp(1.0, k) < 8)
+    xb = xb[keep]
+    xb = np.concatenate([xb, np.zeros((-len(xb)) % 8, np.uint16)]).reshape(-1, 8)
+    y = (xb.view(ml_dtypes.bfloat16).astype(np.float64) * np.ldexp(1.0, k)).astype(F32)
+    codes = e2m1_rne_reference(y) | (((xb >> 15) & 1) << 3)
+    want = (codes << (4 * np.arange(8))).sum(axis=1).astype(np.uint32)
+    return xb, want
+
+
+@pytest.mark.parametrize("k", [-127, -126, -125, -60, -3, -2, 0, 1, 2, 30, 100, 125, 126, 127])
+def test_bf16x2_word_encoder_model(k):
+    """The MX word encoder's arithmetic (bf16 grid magic 64, the three fma roundings, the
+    shifted sum of four words less one constant, the sign bits by byte permutes), modelled in
+    numpy, equals the emulator's E2M1 encoder on every finite bf16 value in the fast path's
+    domain (|x| * 2^k < 8), -0 included (MX keeps its sign)."""
+    xb, want = _mx_domain(k)
+    np.testing.assert_array_equal(bf16x2_codes_model(xb, k), want)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
+                    reason="the bf16x2 encoder's min.u16x2 needs a GPU of compute capability 9.0+")
+def test_bf16x2_encoder_every_bf16_and_multiplier():
+    """_bf16x2_pack, _mag_bf16x2 and _nibbles_bf16x2 on the GPU equal the emulator's encoder on
+    every finite bf16 value times every MX multiplier 2^k, k = -127..127, where |x| * 2^k < 8
+    (bf16 subnormal operands and multipliers included: fma.rn.bf16x2 must not flush them)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def enc(x_ptr, m_ptr, q_ptr, NG, BLOCK: tl.constexpr):
+        n = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = n < NG
+        xw = tl.load(x_ptr + n[:, None] * 4 + tl.arange(0, 4)[None, :], mask=mask[:, None], other=0)
+        m = tl.load(m_ptr + n, mask=mask, other=1.0)
+        m1 = rf._bf16x2_pack(m, m)[:, None]
+        m2 = rf._bf16x2_pack(m * 0.5, m * 0.5)[:, None]
+        m4 = rf._bf16x2_pack(m * 0.25, m * 0.25)[:, None]
+        u0, u1, u2, u3 = rf._split4(rf._mag_bf16x2(xw & 0x7FFF7FFF, m1, m2, m4))
+        x0, x1, x2, x3 = rf._split4(xw)
+        tl.store(q_ptr + n, rf._nibbles_bf16x2(u0, u1, u2, u3, x0, x1, x2, x3), mask=mask)
+
+    xs, ms, wants = [], [], []
+    for k in range(-127, 128):
+        xb, want = _mx_domain(k)
+        xs.append((xb[:, :4].astype(np.uint32) | (xb[:, 4:].astype(np.uint32) << 16)).view(np.int32))
+        ms.append(np.full(len(xb), np.ldexp(F32(1), k), F32))
+        wants.append(want)
+    x = torch.from_numpy(np.concatenate(xs)).cuda()
+    m = torch.from_numpy(np.concatenate(ms)).cuda()
+    q = torch.empty(x.shape[0], dtype=torch.int32, device="cuda")
+    enc[(triton.cdiv(x.shape[0], 256),)](x, m, q, x.shape[0], BLOCK=256)
+    got = q.cpu().numpy().view(np.uint32)
+    want = np.concatenate(wants)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, f"{bad.size} of {want.size} groups differ, first {bad[:4]}: {got[bad[:4]]} vs {want[bad[:4]]}"
+
+
 def test_tiny_multiplier_branch(backend):
     """TE blocks next to a huge value (global amax 3e38): nonzero bf16 products underflow to
     -0 and +0 (code 0, not 8); the exact branch handles them, the fast path alone would not."""
