@@ -69,10 +69,15 @@ FUSED_PERSIST, FUSED_PER_SM, FUSED_STAGES = True, 4, 1
 #: 0.288 ms (nvfp4) against 0.415 ms uncapped (145 regs, 3 programs per SM).
 FUSED_MAXNREG = 128
 #: Operand loads by the tensor memory accelerator (a tensor descriptor, :func:`tma_view`) in a
-#: persistent loop that triton pipelines over FUSED_TMA_STAGES buffers; programs per SM and
-#: register cap of that grid. H200 (nvfp4 / mxfp4): 0.231 / 0.225 ms against 0.262 / 0.224
-#: for the hand-prefetched loop (benchmarks/RESULTS.md).
-FUSED_TMA, FUSED_TMA_PER_SM, FUSED_TMA_STAGES, FUSED_TMA_MAXNREG = True, 5, 3, 96
+#: persistent loop that triton pipelines over FUSED_TMA_STAGES buffers. H200 (nvfp4 /
+#: mxfp4): 0.231 / 0.225 ms against 0.262 / 0.224 for the hand-prefetched loop
+#: (benchmarks/RESULTS.md).
+FUSED_TMA = True
+#: Programs per SM and register cap of the TMA grid; its pipeline stages per block size.
+#: H200, four runs (fourth and fifth sessions; 5 programs x 96 registers): nvfp4 0.182-0.184
+#: ms at 4 stages, 0.186-0.191 at 3 (6 x 80 at 3: 0.182-0.187); mxfp4 (bf16x2 encoder)
+#: 0.164-0.167 at 3 stages, 0.166-0.169 at 4.
+FUSED_TMA_PER_SM, FUSED_TMA_MAXNREG, FUSED_TMA_STAGES = 5, 96, {16: 4, 32: 3}
 #: Operand rows per block size: pairs of accumulator rows hold 32 consecutive elements per
 #: thread (True: a 1 x 32 block in one thread, but the 5-D TMA box gets a 32-byte swizzle and
 #: Triton copies the operand into registers), or plain 64-element rows (False: the 128-byte
@@ -748,7 +753,7 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     sms = _sm_count(x2.device)
     if tma:
         grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_TMA_PER_SM))),)
-        flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES, DEFER=FUSED_DEFER if defer is None else bool(defer),
+        flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES[K], DEFER=FUSED_DEFER if defer is None else bool(defer),
                      BLOCK_STORES=FUSED_BLOCK_STORES if block_stores is None else bool(block_stores),
                      HW_CVT=hw_e4m3(x2.device) if hw_cvt is None else bool(hw_cvt))
         flags["PAIR_T"] = bool(pair) and (FUSED_PAIR_T if pair_t is None else bool(pair_t))

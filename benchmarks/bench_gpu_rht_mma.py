@@ -11,7 +11,7 @@
    elementwise copy kernel (baseline, same run), plain rowwise quantize (``tb``), fused mma
    RHT + quantize over a tile sweep, the butterfly (fwht-fp32) fused kernel, and the ratios.
 
-    python benchmarks/bench_gpu_rht_mma.py [--size 16384] [--iters 50] [--only check,time]
+    python benchmarks/bench_gpu_rht_mma.py [--size 16384] [--iters 50] [--only check,time] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -170,20 +170,21 @@ def check_full(x, failures):
 
 
 #: fused_launcher arguments of the fused kernel's sweep (operand rows, programs per SM, TMA
-#: stages, register cap; without GPU-only instructions (hw_cvt=False: integer UE4M3, sign
-#: bits by shifts); the [g, h, l, t, k] box; the last one: the per-tile check, row stores).
+#: stages, register cap; MX by the float32 encoder (bf16x2=False); without GPU-only
+#: instructions (hw_cvt=False, bf16x2=False: integer UE4M3, sign bits by shifts, float32
+#: encoder); the [g, h, l, t, k] box; the last one: the per-tile check, row stores).
 SWEEP = ([dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=p, stages=st, maxnreg=mr)
           for pair in (False, True) for p, st, mr in ((5, 3, 96), (6, 3, 80), (5, 4, 96), (7, 3, 72), (8, 3, 64))]
          + [dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, bf16x2=False)
             for pair in (False, True)]
-         + [dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, hw_cvt=False)
-            for pair in (False, True)]
+         + [dict(tma=True, pair=pair, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, hw_cvt=False,
+                 bf16x2=False) for pair in (False, True)]
          + [dict(tma=True, pair=True, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, pair_t=False)]
          + [dict(tma=True, pair=False, R=64, num_warps=4, programs_per_sm=5, stages=3, maxnreg=96, defer=False,
                  block_stores=False, hw_cvt=False)])
 
 
-def time_all(x, iters, failures):
+def time_all(x, iters, failures, repeat=1):
     n = x.shape[0]
     ne = x.numel()
     T = lambda fn: cuda_time(fn, iters)  # noqa: E731
@@ -253,6 +254,16 @@ def time_all(x, iters, failures):
     for a, b in (("nv mma", "nv plain"), ("mx mma", "mx plain"), ("nv fwht", "nv plain"), ("mx fwht", "mx plain"),
                  ("nv mma amax", "nv plain amax")):
         log(f"  {a:<12} / {b:<14} {out[a] / out[b]:.3f}")
+    if repeat > 1:  # the headline ratios again, each round timing plain and fused back to back
+        log(f"headline ratios over {repeat} rounds (plain, fused, fused / plain; median, min, max):")
+        pairs = {"nvfp4": (lambda: trb.quantize_packed(x, nv, s_enc_dec=sed),
+                           lambda: trb.quantize_packed(x, nv, rht=r, s_enc_dec=sed_r)),
+                 "mxfp4": (lambda: trb.quantize_packed(x, "mxfp4"), lambda: trb.quantize_packed(x, "mxfp4", rht=r))}
+        for spec, (plain, fused) in pairs.items():
+            ts = np.array([(T(plain), T(fused)) for _ in range(repeat)])
+            q = ts[:, 1] / ts[:, 0]
+            log(f"  {spec}: plain {np.median(ts[:, 0]) * 1e3:.3f} ms, fused {np.median(ts[:, 1]) * 1e3:.3f} ms, "
+                f"ratio {np.median(q):.3f} (min {q.min():.3f}, max {q.max():.3f})")
 
 
 def main():
@@ -260,6 +271,7 @@ def main():
     ap.add_argument("--size", type=int, default=16384)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--only", default="check,full,time")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the headline plain / fused timings")
     ap.add_argument("--rows", choices=("default", "plain", "pair"), default="default",
                     help="the fused kernel's operand rows for both block sizes (triton_rht_mma.FUSED_PAIR)")
     args = ap.parse_args()
@@ -277,7 +289,7 @@ def main():
     if "full" in only:
         check_full(x, failures)
     if "time" in only:
-        time_all(x, args.iters, failures)
+        time_all(x, args.iters, failures, args.repeat)
     if failures:
         log(f"FAILURES: {len(failures)}: {failures[:20]}")
         sys.exit(1)

@@ -152,7 +152,7 @@ def configs():
         for pair in (True, False):
             for slow, spread, defer in ((True, True, True), (True, True, False), (False, False, False)):
                 c = dict(R=rm.FUSED_R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, TMA=True,
-                         STAGES=rm.FUSED_TMA_STAGES, SPREAD=spread, PAIR=pair, DEFER=defer,
+                         STAGES=rm.FUSED_TMA_STAGES[K], SPREAD=spread, PAIR=pair, DEFER=defer,
                          BLOCK_STORES=rm.FUSED_BLOCK_STORES, HW_CVT=True, PAIR_T=pair and rm.FUSED_PAIR_T,
                          BF16X2=K == 32 and defer and rm.FUSED_BF16X2, **SCHEME[spec])
                 g = rm.FUSED_R // 16
