@@ -228,6 +228,10 @@ COLS_VARIANT = "cols3"
 #: 16-byte loads' layout is the per-block one, no shuffles); RHT + amax: rows of 16 per
 #: program (rowwise), (columns, bands of 16 rows) per program (columnwise).
 RHT_ROWS_BR, RHT_ROWS_WARPS = 256, 8
+#: Fused RHT + rowwise quantize, MX E2M1 RNE with bf16 input and bf16 RHT output: the encoder
+#: on bf16x2 words where the GPU has it (triton_rows_fast.hw_bf16x2; two elements an
+#: instruction, triton_kernels._rows_rht_mx_bf16x2).
+RHT_ROWS_BF16X2 = True
 #: The fast E2M1 encoder's per-program exact fallback in the fused RHT / cols3 kernels (their
 #: SLOW constexpr). False only in tests of the fast path alone, on data where it is exact.
 FAST_EXACT_FALLBACK = True
@@ -547,11 +551,15 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
         xin = x2.view(torch.int64) if bf16 else x2
         if rp is not None:
             r_in = rb.reshape(-1) if rb is not None else ts
+            from .triton_rows_fast import hw_bf16x2
+
+            bf16x2 = (RHT_ROWS_BF16X2 and mx and bf16 and rflags["OUT_BF16"] and _fast_ok(sch, rounding)
+                      and hw_bf16x2(dev))
             tk.quantize_rows_rht_kernel[(triton.cdiv(nblk, BM or RHT_ROWS_BR),)](
                 xin, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts, nblk, N // K, cpad, seed_v, sign_words(sgn),
                 BR=BM or RHT_ROWS_BR, K=K, FAST=_fast_ok(sch, rounding), SR=sr_mode, SR_BITS=int(sr_bits),
                 IN_BF16=bf16, CUBLAS=cublas, SLOW=FAST_EXACT_FALLBACK, num_warps=num_warps or RHT_ROWS_WARPS, **flags,
-                **eflags, **rflags)
+                **eflags, **rflags, BF16X2=bool(bf16x2))
         elif use == "rows2d":
             if not (bf16 and _fast_ok(sch, rounding)):
                 raise NotImplementedError("rows2d: bf16, E2M1, RNE")

@@ -27,7 +27,7 @@ import triton.language as tl
 from .triton_rows_fast import _mag_scaled, _mag_y
 # block scales on amax bit patterns (shared with the fast rowwise kernels)
 from .triton_rows_fast import _block_scale as _block_scale_bits
-from .triton_rows_fast import _mult_b, _pow2, _ue4m3_sat
+from .triton_rows_fast import _bf16x2_pack, _mag_bf16x2, _max_u16x2, _mult_b, _nibbles_bf16x2, _pow2, _ue4m3_sat
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -1030,13 +1030,107 @@ def _rows16_vec(x_ptr, blk, h, mask, G: tl.constexpr, RHT: tl.constexpr, SIGNS: 
 
 
 @triton.jit
+def _words16(y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15):
+    """The 16 float32 values of an RHT row as 8 bf16x2 words (step M5's rounding, one cvt per
+    two values; GPU only): elements (r, r + 4) of the first group of 8, then of the second."""
+    return (_bf16x2_pack(y0, y4), _bf16x2_pack(y1, y5), _bf16x2_pack(y2, y6), _bf16x2_pack(y3, y7),
+            _bf16x2_pack(y8, y12), _bf16x2_pack(y9, y13), _bf16x2_pack(y10, y14), _bf16x2_pack(y11, y15))
+
+
+@triton.jit
+def _absmax8_words(m, w0, w1, w2, w3, w4, w5, w6, w7):
+    """Per 16-bit half, the max of m and the sign-clear bf16 patterns of 8 bf16x2 words."""
+    c = 0x7FFF7FFF
+    m = _max_u16x2(m, _max_u16x2(_max_u16x2(w0 & c, w1 & c), _max_u16x2(w2 & c, w3 & c)))
+    return _max_u16x2(m, _max_u16x2(_max_u16x2(w4 & c, w5 & c), _max_u16x2(w6 & c, w7 & c)))
+
+
+@triton.jit
+def _mx_word16_bf16x2(w0, w1, w2, w3, w4, w5, w6, w7, m1, m2, m4):
+    """int64 word of the 16 MX codes of the bf16x2 words of :func:`_words16` (element k in bits
+    4k..4k+3), by triton_rows_fast._mag_bf16x2 and _nibbles_bf16x2 (GPU only)."""
+    c = 0x7FFF7FFF
+    lo = _nibbles_bf16x2(_mag_bf16x2(w0 & c, m1, m2, m4), _mag_bf16x2(w1 & c, m1, m2, m4),
+                         _mag_bf16x2(w2 & c, m1, m2, m4), _mag_bf16x2(w3 & c, m1, m2, m4), w0, w1, w2, w3)
+    hi = _nibbles_bf16x2(_mag_bf16x2(w4 & c, m1, m2, m4), _mag_bf16x2(w5 & c, m1, m2, m4),
+                         _mag_bf16x2(w6 & c, m1, m2, m4), _mag_bf16x2(w7 & c, m1, m2, m4), w4, w5, w6, w7)
+    return (lo.to(tl.int64) & 0xFFFFFFFF) | (hi.to(tl.int64) << 32)
+
+
+@triton.jit
+def _unpack_words16(w0, w1, w2, w3, w4, w5, w6, w7):
+    """The 16 float32 values of :func:`_words16`'s words, in element order."""
+    m = -65536
+    return ((w0 << 16).to(tl.float32, bitcast=True), (w1 << 16).to(tl.float32, bitcast=True),
+            (w2 << 16).to(tl.float32, bitcast=True), (w3 << 16).to(tl.float32, bitcast=True),
+            (w0 & m).to(tl.float32, bitcast=True), (w1 & m).to(tl.float32, bitcast=True),
+            (w2 & m).to(tl.float32, bitcast=True), (w3 & m).to(tl.float32, bitcast=True),
+            (w4 << 16).to(tl.float32, bitcast=True), (w5 << 16).to(tl.float32, bitcast=True),
+            (w6 << 16).to(tl.float32, bitcast=True), (w7 << 16).to(tl.float32, bitcast=True),
+            (w4 & m).to(tl.float32, bitcast=True), (w5 & m).to(tl.float32, bitcast=True),
+            (w6 & m).to(tl.float32, bitcast=True), (w7 & m).to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def _rows_rht_mx_bf16x2(x_ptr, q_ptr, s_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, blk, mask, NSC, CPAD, sgn,
+                        G: tl.constexpr, K: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
+                        NAN_INF: tl.constexpr, SCALING: tl.constexpr, NTHR: tl.constexpr, INT4: tl.constexpr,
+                        NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, CUBLAS: tl.constexpr, SIGNS: tl.constexpr,
+                        BF16_CVT: tl.constexpr, SLOW: tl.constexpr):
+    """:func:`quantize_rows_rht_kernel` for MX E2M1 RNE with bf16 RHT output and bf16 input, the
+    encoder on bf16x2 words (GPU only; triton_rht_mma's module docstring): the butterfly's
+    float32 outputs rounded to bf16 two at a time by the cvt that packs them, the block amax by
+    max.u16x2, the grid roundings two elements an instruction. A program with a NaN-scale
+    block takes the v2 encoder on the unpacked values (one uniform branch)."""
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16_vec(
+        x_ptr, blk, 0, mask, G, True, SIGNS, sgn, False, BF16_CVT)
+    wa0, wa1, wa2, wa3, wa4, wa5, wa6, wa7 = _words16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13,
+                                                      a14, a15)
+    am = _absmax8_words(tl.zeros_like(wa0), wa0, wa1, wa2, wa3, wa4, wa5, wa6, wa7)
+    if K == 32:
+        b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16_vec(
+            x_ptr, blk, 1, mask, G, True, SIGNS, sgn, False, BF16_CVT)
+        wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7 = _words16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13,
+                                                          b14, b15)
+        am = _absmax8_words(am, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7)
+    vm = (tl.maximum(am & 0xFFFF, am >> 16) << 16).to(tl.float32, bitcast=True)  # the block amax (bf16)
+    scode, mult, nan_scale = _block_scale(vm, ts_ptr, True, RULE, EMAX, NAN_INF, SCALING)
+    if SLOW and tl.max(nan_scale.to(tl.int32), axis=0) != 0:  # rare: the v2 encoder for the whole program
+        y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _unpack_words16(
+            wa0, wa1, wa2, wa3, wa4, wa5, wa6, wa7)
+        qa = _word16_fast_or_exact(True, y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15, mult,
+                                   nan_scale, thr_ptr, dthr_ptr, mags_ptr, True, NTHR, INT4, NEGZERO, ZERO_POS, True)
+        if K == 32:
+            y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _unpack_words16(
+                wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7)
+            qb = _word16_fast_or_exact(True, y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15,
+                                       mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, True, NTHR, INT4, NEGZERO,
+                                       ZERO_POS, True)
+            tl.store(q_ptr + (blk * 2)[:, None] + tl.arange(0, 2)[None, :], tl.join(qa, qb), mask=mask[:, None])
+        else:
+            tl.store(q_ptr + blk, qa, mask=mask)
+    else:
+        m1 = _bf16x2_pack(mult, mult)
+        m2 = _bf16x2_pack(mult * 0.5, mult * 0.5)
+        m4 = _bf16x2_pack(mult * 0.25, mult * 0.25)
+        qa = _mx_word16_bf16x2(wa0, wa1, wa2, wa3, wa4, wa5, wa6, wa7, m1, m2, m4)
+        if K == 32:
+            qb = _mx_word16_bf16x2(wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, m1, m2, m4)
+            tl.store(q_ptr + (blk * 2)[:, None] + tl.arange(0, 2)[None, :], tl.join(qa, qb), mask=mask[:, None])
+        else:
+            tl.store(q_ptr + blk, qa, mask=mask)
+    _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
+
+
+@triton.jit
 def quantize_rows_rht_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, NBLK, NSC, CPAD, seed, sgn,
                              BR: tl.constexpr, K: tl.constexpr, FAST: tl.constexpr,
                              MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr,
                              SCALING: tl.constexpr, NTHR: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr,
                              INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
                              IN_BF16: tl.constexpr, CUBLAS: tl.constexpr, SIGNS: tl.constexpr,
-                             OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr, SLOW: tl.constexpr = True):
+                             OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr, SLOW: tl.constexpr = True,
+                             BF16X2: tl.constexpr = False):
     """Fused RHT + rowwise quantization of BR consecutive 1 x K blocks (K = 16 or 32) of a
     contiguous tensor, one block per thread: the block's K values are read once (bf16: 16-byte
     loads), transformed in registers (K/16 rows of 16, :func:`_fwht16`), and quantized from
@@ -1048,70 +1142,80 @@ def quantize_rows_rht_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags
     with a block that :func:`_needs_exact_fast` flags (MX: a NaN scale; two-level: a
     multiplier below 2^-16, i.e. a block amax above ~4e5 times the tensor's scale) takes the
     v2 encoder instead (one uniform branch; SLOW=False leaves it out: instruction counts of
-    the fast path). The K codes of a block go out as one store."""
+    the fast path). The K codes of a block go out as one store.
+
+    BF16X2 (GPU only; MX, FAST, bf16 in and out): the encoder on bf16x2 words
+    (:func:`_rows_rht_mx_bf16x2`)."""
     G: tl.constexpr = K // 4
     pid = tl.program_id(0)
     blk = pid.to(tl.int64) * BR + tl.arange(0, BR)
     mask = blk < NBLK
     g0 = blk * G
-    if IN_BF16:
-        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16_vec(
-            x_ptr, blk, 0, mask, G, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
-    else:
-        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16(
-            x_ptr, g0, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
-    vm = _absmax16(tl.zeros((BR,), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
-    if K == 32:
+    if BF16X2:
+        _rows_rht_mx_bf16x2(x_ptr, q_ptr, s_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr, blk, mask, NSC, CPAD, sgn, G, K,
+                            RULE, EMAX, NAN_INF, SCALING, NTHR, INT4, NEGZERO, ZERO_POS, CUBLAS, SIGNS, BF16_CVT, SLOW)
+    else:  # the float32 encoders
         if IN_BF16:
-            b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16_vec(
-                x_ptr, blk, 1, mask, G, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
+            a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16_vec(
+                x_ptr, blk, 0, mask, G, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
         else:
-            b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16(
-                x_ptr, g0 + 4, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
-        vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
-    scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
-    if FAST:
-        # bf16 RHT output: every nonzero value >= 2^-133 (the sign bit of the product is exact)
-        SIGN_BIT: tl.constexpr = OUT_BF16
-        ex = SLOW and tl.max(_needs_exact_fast(mult, nan_scale, MX, SIGN_BIT).to(tl.int32), axis=0) != 0
-        wa = _word16_fast_or_exact(ex, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, mult, nan_scale,
-                                   thr_ptr, dthr_ptr, mags_ptr, MX, NTHR, INT4, NEGZERO, ZERO_POS, SIGN_BIT)
+            a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16(
+                x_ptr, g0, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
+        vm = _absmax16(tl.zeros((BR,), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14,
+                       a15)
         if K == 32:
-            wb = _word16_fast_or_exact(ex, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, mult, nan_scale,
-                                       thr_ptr, dthr_ptr, mags_ptr, MX, NTHR, INT4, NEGZERO, ZERO_POS, SIGN_BIT)
-        else:
-            wb = wa
-        if K == 16:
-            tl.store(q_ptr + blk, wa, mask=mask)
-        else:
-            tl.store(q_ptr + (blk * 2)[:, None] + tl.arange(0, 2)[None, :], tl.join(wa, wb), mask=mask[:, None])
-    else:
-        if SR != 0:
-            sr_scale = tl.load(ts_ptr + 3)
-            r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_rows16(
-                r_ptr, seed, g0, mask, SR, SR_BITS)
-        else:
-            sr_scale = 0.0
-            r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
-                a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
-        w = _word16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
-                    r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
-                    mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO,
-                    ZERO_POS)
-        tl.store(q_ptr + blk * (K // 16), w, mask=mask)
-        if K == 32:
-            if SR != 0:
-                r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_rows16(
-                    r_ptr, seed, g0 + 4, mask, SR, SR_BITS)
+            if IN_BF16:
+                b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16_vec(
+                    x_ptr, blk, 1, mask, G, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
             else:
+                b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16(
+                    x_ptr, g0 + 4, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
+            vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
+        scode, mult, nan_scale = _block_scale(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
+        if FAST:
+            # bf16 RHT output: every nonzero value >= 2^-133 (the sign bit of the product is exact)
+            SIGN_BIT: tl.constexpr = OUT_BF16
+            ex = SLOW and tl.max(_needs_exact_fast(mult, nan_scale, MX, SIGN_BIT).to(tl.int32), axis=0) != 0
+            wa = _word16_fast_or_exact(ex, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, mult,
+                                       nan_scale, thr_ptr, dthr_ptr, mags_ptr, MX, NTHR, INT4, NEGZERO, ZERO_POS,
+                                       SIGN_BIT)
+            if K == 32:
+                wb = _word16_fast_or_exact(ex, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                                           mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, MX, NTHR, INT4, NEGZERO,
+                                           ZERO_POS, SIGN_BIT)
+            else:
+                wb = wa
+            if K == 16:
+                tl.store(q_ptr + blk, wa, mask=mask)
+            else:
+                tl.store(q_ptr + (blk * 2)[:, None] + tl.arange(0, 2)[None, :], tl.join(wa, wb), mask=mask[:, None])
+        else:
+            if SR != 0:
+                sr_scale = tl.load(ts_ptr + 3)
+                r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_rows16(
+                    r_ptr, seed, g0, mask, SR, SR_BITS)
+            else:
+                sr_scale = 0.0
                 r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
-                    b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
-            w = _word16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+            w = _word16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
                         r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
                         mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4, NEGZERO,
                         ZERO_POS)
-            tl.store(q_ptr + blk * 2 + 1, w, mask=mask)
-    _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
+            tl.store(q_ptr + blk * (K // 16), w, mask=mask)
+            if K == 32:
+                if SR != 0:
+                    r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = _rbits_rows16(
+                        r_ptr, seed, g0 + 4, mask, SR, SR_BITS)
+                else:
+                    r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15 = (
+                        b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
+                w = _word16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+                            r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15,
+                            mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, sr_scale, FAST, MX, NTHR, SR != 0, INT4,
+                            NEGZERO, ZERO_POS)
+                tl.store(q_ptr + blk * 2 + 1, w, mask=mask)
+        _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
 
 
 @triton.jit

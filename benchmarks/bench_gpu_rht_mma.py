@@ -242,6 +242,18 @@ def time_all(x, iters, failures, repeat=1):
     out["nv fwht"] = row("nvfp4 rowwise RHT fwht-fp32 fused (given)",
                          lambda: trb.quantize_packed(x, nv, rht=te, s_enc_dec=sed_r), q_nv)
     out["mx fwht"] = row("mxfp4 rowwise RHT fwht-fp32 fused", lambda: trb.quantize_packed(x, "mxfp4", rht=te), q_mx)
+    if trb.RHT_ROWS_BF16X2:
+        want = trb.quantize_packed(x, "mxfp4", rht=te)
+        trb.RHT_ROWS_BF16X2 = False
+        try:
+            got = trb.quantize_packed(x, "mxfp4", rht=te)
+            if not (torch.equal(got["packed"], want["packed"]) and torch.equal(got["scales"], want["scales"])):
+                failures.append("mxfp4 fwht-fp32 bf16x2 vs float32 encoder")
+                log("  FAIL mxfp4 fwht-fp32: the bf16x2 and float32 encoders differ")
+            row("mxfp4 rowwise RHT fwht-fp32 fused, float32 encoder", lambda: trb.quantize_packed(x, "mxfp4", rht=te),
+                q_mx)
+        finally:
+            trb.RHT_ROWS_BF16X2 = True
     out["nv plain amax"] = row("nvfp4 rowwise plain incl. amax pass", lambda: trb.quantize_packed(x, nv), q_nv)
     out["nv mma amax"] = row("nvfp4 rowwise RHT mma incl. RHT+amax pass", lambda: trb.quantize_packed(x, nv, rht=r),
                              q_nv)
@@ -258,7 +270,9 @@ def time_all(x, iters, failures, repeat=1):
         log(f"headline ratios over {repeat} rounds (plain, fused, fused / plain; median, min, max):")
         pairs = {"nvfp4": (lambda: trb.quantize_packed(x, nv, s_enc_dec=sed),
                            lambda: trb.quantize_packed(x, nv, rht=r, s_enc_dec=sed_r)),
-                 "mxfp4": (lambda: trb.quantize_packed(x, "mxfp4"), lambda: trb.quantize_packed(x, "mxfp4", rht=r))}
+                 "mxfp4": (lambda: trb.quantize_packed(x, "mxfp4"), lambda: trb.quantize_packed(x, "mxfp4", rht=r)),
+                 "mxfp4 fwht-fp32": (lambda: trb.quantize_packed(x, "mxfp4"),
+                                     lambda: trb.quantize_packed(x, "mxfp4", rht=te))}
         for spec, (plain, fused) in pairs.items():
             ts = np.array([(T(plain), T(fused)) for _ in range(repeat)])
             q = ts[:, 1] / ts[:, 0]

@@ -129,6 +129,9 @@ def configs():
                     continue
                 out.append((f"rows_rht {spec} {tag} BR={br} w={w}", tk.quantize_rows_rht_kernel,
                             {**SIG_ROWS, "sgn": ("i32",) * 16}, c, w, br * K / (32 * w)))
+                if spec == "mxfp4" and not tag.startswith("te compiled"):  # the encoder on bf16x2 words
+                    out.append((f"rows_rht {spec} {tag} bf16x2 BR={br} w={w}", tk.quantize_rows_rht_kernel,
+                                {**SIG_ROWS, "sgn": ("i32",) * 16}, {**c, "BF16X2": True}, w, br * K / (32 * w)))
         bc, w, nb = trb.COLS3_CFG[K]  # quantize_packed's columnwise default
         for rht, slow in ((True, True), (True, False), (False, True), (False, False)):
             c = dict(BC=bc, K=K, NB=nb, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, RHT=rht,

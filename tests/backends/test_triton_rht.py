@@ -195,6 +195,29 @@ def test_fast_encoder_alone(backend, name, axis, monkeypatch):
             same(quantize_packed(xt, sch, axis=axis, rht=rht, **kw), reference(xx, sch, rht, axis), axis)
 
 
+@pytest.mark.parametrize("name", ["mxfp4", "mxfp4:scale_rule=rceil", "mxfp4:scale_rule=even",
+                                  "mxfp4:scale_rule=ceil", "mxfp4:profile=torchao"])
+def test_fused_rht_mx_bf16x2_encoder(backend, name, monkeypatch):
+    """Fused RHT + rowwise MX quantize of bf16 input with bf16 output: the encoder on bf16x2
+    words (RHT_ROWS_BF16X2, GPU only) and the float32 one give the spec's bytes for every MX
+    scale rule and profile, on adversarial data (NaN / Inf blocks: the program's exact
+    fallback) and, without the fallback, on data where the fast path must be exact. In the
+    interpreter only the float32 encoder runs."""
+    from fp4spec.backends import triton_backend as trb
+    from fp4spec.backends.base import resolve_scheme
+
+    sch = resolve_scheme(name)
+    for data, fallback in ((rht_adversarial(TE, 5, 64, 96), True), (fast_safe(TE, 6, 64, 96), False)):
+        x = data.astype(ml_dtypes.bfloat16).astype(np.float32)
+        xt = _dev(x, torch.bfloat16, backend)
+        ref = reference(x, sch, TE, -1)
+        monkeypatch.setattr(trb, "FAST_EXACT_FALLBACK", fallback)
+        for bf16x2 in (False, True):
+            monkeypatch.setattr(trb, "RHT_ROWS_BF16X2", bf16x2)
+            for br in (16, 256):
+                same(quantize_packed(xt, sch, rht=TE, variant="rows", BM=br), ref, -1)
+
+
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_rht_amax(backend, axis):
     x = rht_adversarial(TE, 4)
