@@ -74,9 +74,9 @@ FUSED_MAXNREG = 128
 #: (benchmarks/RESULTS.md).
 FUSED_TMA = True
 #: Programs per SM and register cap of the TMA grid; its pipeline stages per block size.
-#: H200, four runs (fourth and fifth sessions; 5 programs x 96 registers): nvfp4 0.182-0.184
-#: ms at 4 stages, 0.186-0.191 at 3 (6 x 80 at 3: 0.182-0.187); mxfp4 (bf16x2 encoder)
-#: 0.164-0.167 at 3 stages, 0.166-0.169 at 4.
+#: H200, five runs (fourth and fifth sessions; 5 programs x 96 registers): nvfp4 0.182-0.186
+#: ms (mean 0.184) at 4 stages, 0.185-0.191 (0.188) at 3 (6 x 80 at 3: 0.182-0.187); mxfp4
+#: (bf16x2 encoder, four runs) 0.164-0.167 at 3 stages, 0.166-0.169 at 4.
 FUSED_TMA_PER_SM, FUSED_TMA_MAXNREG, FUSED_TMA_STAGES = 5, 96, {16: 4, 32: 3}
 #: Operand rows per block size: pairs of accumulator rows hold 32 consecutive elements per
 #: thread (True: a 1 x 32 block in one thread, but the 5-D TMA box gets a 32-byte swizzle and
