@@ -196,7 +196,7 @@ def test_fast_encoder_alone(backend, name, axis, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["mxfp4", "mxfp4:scale_rule=rceil", "mxfp4:scale_rule=even",
-                                  "mxfp4:scale_rule=ceil", "mxfp4:profile=torchao"])
+                                  "mxfp4:scale_rule=ceil", "mxfp4:profile=torchao", "mxfp4:block_size=16"])
 def test_fused_rht_mx_bf16x2_encoder(backend, name, monkeypatch):
     """Fused RHT + rowwise MX quantize of bf16 input with bf16 output: the encoder on bf16x2
     words (RHT_ROWS_BF16X2, GPU only) and the float32 one give the spec's bytes for every MX
