@@ -27,7 +27,8 @@ import triton.language as tl
 from .triton_rows_fast import _mag_scaled, _mag_y
 # block scales on amax bit patterns (shared with the fast rowwise kernels)
 from .triton_rows_fast import _block_scale as _block_scale_bits
-from .triton_rows_fast import _bf16x2_pack, _mag_bf16x2, _max_u16x2, _mult_b, _nibbles_bf16x2, _pow2, _ue4m3_sat
+from .triton_rows_fast import _bf16x2_pack, _max_u16x2, _mult_b, _mx_codes_bf16x2, _mx_mults_bf16x2
+from .triton_rows_fast import _pow2, _ue4m3_sat
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -1048,12 +1049,9 @@ def _absmax8_words(m, w0, w1, w2, w3, w4, w5, w6, w7):
 @triton.jit
 def _mx_word16_bf16x2(w0, w1, w2, w3, w4, w5, w6, w7, m1, m2, m4):
     """int64 word of the 16 MX codes of the bf16x2 words of :func:`_words16` (element k in bits
-    4k..4k+3), by triton_rows_fast._mag_bf16x2 and _nibbles_bf16x2 (GPU only)."""
-    c = 0x7FFF7FFF
-    lo = _nibbles_bf16x2(_mag_bf16x2(w0 & c, m1, m2, m4), _mag_bf16x2(w1 & c, m1, m2, m4),
-                         _mag_bf16x2(w2 & c, m1, m2, m4), _mag_bf16x2(w3 & c, m1, m2, m4), w0, w1, w2, w3)
-    hi = _nibbles_bf16x2(_mag_bf16x2(w4 & c, m1, m2, m4), _mag_bf16x2(w5 & c, m1, m2, m4),
-                         _mag_bf16x2(w6 & c, m1, m2, m4), _mag_bf16x2(w7 & c, m1, m2, m4), w4, w5, w6, w7)
+    4k..4k+3), by triton_rows_fast._mx_codes_bf16x2 (GPU only)."""
+    lo = _mx_codes_bf16x2(w0, w1, w2, w3, m1, m2, m4)
+    hi = _mx_codes_bf16x2(w4, w5, w6, w7, m1, m2, m4)
     return (lo.to(tl.int64) & 0xFFFFFFFF) | (hi.to(tl.int64) << 32)
 
 
@@ -1110,9 +1108,7 @@ def _rows_rht_mx_bf16x2(x_ptr, q_ptr, s_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr
         else:
             tl.store(q_ptr + blk, qa, mask=mask)
     else:
-        m1 = _bf16x2_pack(mult, mult)
-        m2 = _bf16x2_pack(mult * 0.5, mult * 0.5)
-        m4 = _bf16x2_pack(mult * 0.25, mult * 0.25)
+        m1, m2, m4 = _mx_mults_bf16x2(mult)
         qa = _mx_word16_bf16x2(wa0, wa1, wa2, wa3, wa4, wa5, wa6, wa7, m1, m2, m4)
         if K == 32:
             qb = _mx_word16_bf16x2(wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, m1, m2, m4)

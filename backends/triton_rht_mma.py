@@ -56,8 +56,8 @@ import triton.language as tl
 
 from .triton_backend import _interpret
 from .triton_kernels import _bf16_rne
-from .triton_rows_fast import (_amax2, _bf16x2_pack, _block_scale, _mag_bf16x2, _max_u16x2, _mult_b, _needs_exact,
-                               _nibbles_bf16x2, _pair_codes, _pair_codes_exact, _split4)
+from .triton_rows_fast import (_amax2, _bf16x2_pack, _block_scale, _max_u16x2, _mult_b, _mx_codes_bf16x2,
+                               _mx_mults_bf16x2, _needs_exact, _pair_codes, _pair_codes_exact, _split4)
 
 #: Accumulator models the kernels' bf16 tl.dot computes on each GPU family: Hopper (cc 9.x).
 MMA_ARITHS = {9: "mma:sm90-bf16"}
@@ -233,20 +233,17 @@ def _encode_store_bf16x2(xw, q_ptr, s_ptr, ts_ptr, blk0, NB: tl.constexpr, RULE:
                          NAN_INF: tl.constexpr, SCALING: tl.constexpr, SLOW: tl.constexpr, SPREAD: tl.constexpr):
     """:func:`_encode_store` of MX 1 x 32 blocks given as the bf16x2 words of
     :func:`_wide_words` (GPU only; the fast encoder, per-block stores): the block amax by
-    max.u16x2 over the sign-clear words, the grid roundings two elements an instruction
-    (triton_rows_fast._mag_bf16x2), codes and signs by _nibbles_bf16x2. Same bits as the
+    max.u16x2 over the sign-clear words, codes and signs two elements an instruction
+    (triton_rows_fast._mx_codes_bf16x2). Same bits as the
     float32 path (a block's values times its power-of-two multiplier are below 8; NaN-scale
     blocks are flagged for the exact encoder, as there)."""
     aw = xw & 0x7FFF7FFF
     am = tl.reduce(tl.reduce(aw, 2, _max_u16x2), 1, _max_u16x2)  # [NB]: the max of each half
     vmb = tl.maximum(am & 0xFFFF, am >> 16) << 16  # float32 pattern of the block amax
     scode, mult, nan_scale = _block_scale(vmb, ts_ptr, 1.0, True, RULE, EMAX, NAN_INF, SCALING)
-    m1 = _bf16x2_pack(mult, mult)[:, None, None]
-    m2 = _bf16x2_pack(mult * 0.5, mult * 0.5)[:, None, None]
-    m4 = _bf16x2_pack(mult * 0.25, mult * 0.25)[:, None, None]
-    u0, u1, u2, u3 = _split4(_mag_bf16x2(aw, m1, m2, m4))
+    m1, m2, m4 = _mx_mults_bf16x2(mult)
     x0, x1, x2, x3 = _split4(xw)
-    q = _nibbles_bf16x2(u0, u1, u2, u3, x0, x1, x2, x3)  # [NB, 4]
+    q = _mx_codes_bf16x2(x0, x1, x2, x3, m1[:, None], m2[:, None], m4[:, None])  # [NB, 4]
     oq = blk0 * 4 + tl.arange(0, NB)[:, None] * 4 + tl.arange(0, 4)[None, :]
     tl.store(q_ptr + oq, q)
     tl.store(s_ptr + blk0 + tl.arange(0, NB), scode.to(tl.uint8))

@@ -278,6 +278,24 @@ def _nibbles_bf16x2(u0, u1, u2, u3, x0, x1, x2, x3):
 
 
 @triton.jit
+def _mx_mults_bf16x2(mult):
+    """The bf16x2 words {m, m}, {m/2, m/2}, {m/4, m/4} of float32 power-of-two multipliers m
+    (exact: 2^-129 and up are bf16 values) for :func:`_mag_bf16x2` (GPU only)."""
+    return (_bf16x2_pack(mult, mult), _bf16x2_pack(mult * 0.5, mult * 0.5),
+            _bf16x2_pack(mult * 0.25, mult * 0.25))
+
+
+@triton.jit
+def _mx_codes_bf16x2(x0, x1, x2, x3, m1, m2, m4):
+    """One int32 of the 8 MX codes of a group given as its four bf16x2 words x_r = (element r,
+    element r + 4) with their signs, times the multipliers of :func:`_mx_mults_bf16x2` (GPU
+    only; the values times m below 8)."""
+    c = 0x7FFF7FFF
+    return _nibbles_bf16x2(_mag_bf16x2(x0 & c, m1, m2, m4), _mag_bf16x2(x1 & c, m1, m2, m4),
+                           _mag_bf16x2(x2 & c, m1, m2, m4), _mag_bf16x2(x3 & c, m1, m2, m4), x0, x1, x2, x3)
+
+
+@triton.jit
 def _pair_codes_exact(lo, hi, mult, MX: tl.constexpr):
     byte = _e2m1_exact(lo * mult, MX) + (_e2m1_exact(hi * mult, MX) << 4)
     return _pack4(byte)

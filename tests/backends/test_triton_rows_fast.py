@@ -327,9 +327,10 @@ def test_bf16x2_word_encoder_model(k):
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
                     reason="the bf16x2 encoder's min.u16x2 needs a GPU of compute capability 9.0+")
 def test_bf16x2_encoder_every_bf16_and_multiplier():
-    """_bf16x2_pack, _mag_bf16x2 and _nibbles_bf16x2 on the GPU equal the emulator's encoder on
-    every finite bf16 value times every MX multiplier 2^k, k = -127..127, where |x| * 2^k < 8
-    (bf16 subnormal operands and multipliers included: fma.rn.bf16x2 must not flush them)."""
+    """_mx_mults_bf16x2 and _mx_codes_bf16x2 (_bf16x2_pack, _mag_bf16x2, _nibbles_bf16x2) on the
+    GPU equal the emulator's encoder on every finite bf16 value times every MX multiplier 2^k,
+    k = -127..127, where |x| * 2^k < 8 (bf16 subnormal operands and multipliers included:
+    fma.rn.bf16x2 must not flush them)."""
     import triton
     import triton.language as tl
 
@@ -339,12 +340,9 @@ def test_bf16x2_encoder_every_bf16_and_multiplier():
         mask = n < NG
         xw = tl.load(x_ptr + n[:, None] * 4 + tl.arange(0, 4)[None, :], mask=mask[:, None], other=0)
         m = tl.load(m_ptr + n, mask=mask, other=1.0)
-        m1 = rf._bf16x2_pack(m, m)[:, None]
-        m2 = rf._bf16x2_pack(m * 0.5, m * 0.5)[:, None]
-        m4 = rf._bf16x2_pack(m * 0.25, m * 0.25)[:, None]
-        u0, u1, u2, u3 = rf._split4(rf._mag_bf16x2(xw & 0x7FFF7FFF, m1, m2, m4))
+        m1, m2, m4 = rf._mx_mults_bf16x2(m)
         x0, x1, x2, x3 = rf._split4(xw)
-        tl.store(q_ptr + n, rf._nibbles_bf16x2(u0, u1, u2, u3, x0, x1, x2, x3), mask=mask)
+        tl.store(q_ptr + n, rf._mx_codes_bf16x2(x0, x1, x2, x3, m1, m2, m4), mask=mask)
 
     xs, ms, wants = [], [], []
     for k in range(-127, 128):
