@@ -27,8 +27,8 @@ import triton.language as tl
 from .triton_rows_fast import _mag_scaled, _mag_y
 # block scales on amax bit patterns (shared with the fast rowwise kernels)
 from .triton_rows_fast import _block_scale as _block_scale_bits
-from .triton_rows_fast import _bf16x2_pack, _max_u16x2, _mult_b, _mx_codes_bf16x2, _mx_mults_bf16x2
-from .triton_rows_fast import _pow2, _ue4m3_sat
+from .triton_rows_fast import _bf16x2_pack, _max_halves_f32, _max_u16x2, _mult_b, _mx_codes_bf16x2, _mx_mults_bf16x2
+from .triton_rows_fast import _pow2, _ue4m3_sat, _unpack
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -1058,15 +1058,24 @@ def _mx_word16_bf16x2(w0, w1, w2, w3, w4, w5, w6, w7, m1, m2, m4):
 @triton.jit
 def _unpack_words16(w0, w1, w2, w3, w4, w5, w6, w7):
     """The 16 float32 values of :func:`_words16`'s words, in element order."""
-    m = -65536
-    return ((w0 << 16).to(tl.float32, bitcast=True), (w1 << 16).to(tl.float32, bitcast=True),
-            (w2 << 16).to(tl.float32, bitcast=True), (w3 << 16).to(tl.float32, bitcast=True),
-            (w0 & m).to(tl.float32, bitcast=True), (w1 & m).to(tl.float32, bitcast=True),
-            (w2 & m).to(tl.float32, bitcast=True), (w3 & m).to(tl.float32, bitcast=True),
-            (w4 << 16).to(tl.float32, bitcast=True), (w5 << 16).to(tl.float32, bitcast=True),
-            (w6 << 16).to(tl.float32, bitcast=True), (w7 << 16).to(tl.float32, bitcast=True),
-            (w4 & m).to(tl.float32, bitcast=True), (w5 & m).to(tl.float32, bitcast=True),
-            (w6 & m).to(tl.float32, bitcast=True), (w7 & m).to(tl.float32, bitcast=True))
+    y0, y4 = _unpack(w0)
+    y1, y5 = _unpack(w1)
+    y2, y6 = _unpack(w2)
+    y3, y7 = _unpack(w3)
+    y8, y12 = _unpack(w4)
+    y9, y13 = _unpack(w5)
+    y10, y14 = _unpack(w6)
+    y11, y15 = _unpack(w7)
+    return y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15
+
+
+@triton.jit
+def _store_words16(q_ptr, blk, wa, wb, mask, K: tl.constexpr):
+    """Store each block's int64 code words: wa (1 x 16), or wa then wb (1 x 32) as one store."""
+    if K == 16:
+        tl.store(q_ptr + blk, wa, mask=mask)
+    else:
+        tl.store(q_ptr + (blk * 2)[:, None] + tl.arange(0, 2)[None, :], tl.join(wa, wb), mask=mask[:, None])
 
 
 @triton.jit
@@ -1091,30 +1100,27 @@ def _rows_rht_mx_bf16x2(x_ptr, q_ptr, s_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_ptr
         wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7 = _words16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13,
                                                           b14, b15)
         am = _absmax8_words(am, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7)
-    vm = (tl.maximum(am & 0xFFFF, am >> 16) << 16).to(tl.float32, bitcast=True)  # the block amax (bf16)
+    vm = _max_halves_f32(am).to(tl.float32, bitcast=True)  # the block amax (bf16)
     scode, mult, nan_scale = _block_scale(vm, ts_ptr, True, RULE, EMAX, NAN_INF, SCALING)
     if SLOW and tl.max(nan_scale.to(tl.int32), axis=0) != 0:  # rare: the v2 encoder for the whole program
         y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _unpack_words16(
             wa0, wa1, wa2, wa3, wa4, wa5, wa6, wa7)
         qa = _word16_fast_or_exact(True, y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15, mult,
                                    nan_scale, thr_ptr, dthr_ptr, mags_ptr, True, NTHR, INT4, NEGZERO, ZERO_POS, True)
+        qb = qa
         if K == 32:
             y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _unpack_words16(
                 wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7)
             qb = _word16_fast_or_exact(True, y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15,
                                        mult, nan_scale, thr_ptr, dthr_ptr, mags_ptr, True, NTHR, INT4, NEGZERO,
                                        ZERO_POS, True)
-            tl.store(q_ptr + (blk * 2)[:, None] + tl.arange(0, 2)[None, :], tl.join(qa, qb), mask=mask[:, None])
-        else:
-            tl.store(q_ptr + blk, qa, mask=mask)
     else:
         m1, m2, m4 = _mx_mults_bf16x2(mult)
         qa = _mx_word16_bf16x2(wa0, wa1, wa2, wa3, wa4, wa5, wa6, wa7, m1, m2, m4)
+        qb = qa
         if K == 32:
             qb = _mx_word16_bf16x2(wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, m1, m2, m4)
-            tl.store(q_ptr + (blk * 2)[:, None] + tl.arange(0, 2)[None, :], tl.join(qa, qb), mask=mask[:, None])
-        else:
-            tl.store(q_ptr + blk, qa, mask=mask)
+    _store_words16(q_ptr, blk, qa, qb, mask, K)
     _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
 
 
@@ -1181,10 +1187,7 @@ def quantize_rows_rht_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags
                                            ZERO_POS, SIGN_BIT)
             else:
                 wb = wa
-            if K == 16:
-                tl.store(q_ptr + blk, wa, mask=mask)
-            else:
-                tl.store(q_ptr + (blk * 2)[:, None] + tl.arange(0, 2)[None, :], tl.join(wa, wb), mask=mask[:, None])
+            _store_words16(q_ptr, blk, wa, wb, mask, K)
         else:
             if SR != 0:
                 sr_scale = tl.load(ts_ptr + 3)

@@ -56,8 +56,9 @@ import triton.language as tl
 
 from .triton_backend import _interpret
 from .triton_kernels import _bf16_rne
-from .triton_rows_fast import (_amax2, _bf16x2_pack, _block_scale, _max_u16x2, _mult_b, _mx_codes_bf16x2,
-                               _mx_mults_bf16x2, _needs_exact, _pair_codes, _pair_codes_exact, _split4)
+from .triton_rows_fast import (_amax2, _bf16x2_pack, _block_scale, _max_halves_f32, _max_u16x2, _mult_b,
+                               _mx_codes_bf16x2, _mx_mults_bf16x2, _needs_exact, _pair_codes, _pair_codes_exact,
+                               _split4)
 
 #: Accumulator models the kernels' bf16 tl.dot computes on each GPU family: Hopper (cc 9.x).
 MMA_ARITHS = {9: "mma:sm90-bf16"}
@@ -239,7 +240,7 @@ def _encode_store_bf16x2(xw, q_ptr, s_ptr, ts_ptr, blk0, NB: tl.constexpr, RULE:
     blocks are flagged for the exact encoder, as there)."""
     aw = xw & 0x7FFF7FFF
     am = tl.reduce(tl.reduce(aw, 2, _max_u16x2), 1, _max_u16x2)  # [NB]: the max of each half
-    vmb = tl.maximum(am & 0xFFFF, am >> 16) << 16  # float32 pattern of the block amax
+    vmb = _max_halves_f32(am)  # float32 pattern of the block amax
     scode, mult, nan_scale = _block_scale(vmb, ts_ptr, 1.0, True, RULE, EMAX, NAN_INF, SCALING)
     m1, m2, m4 = _mx_mults_bf16x2(mult)
     x0, x1, x2, x3 = _split4(xw)
@@ -722,8 +723,8 @@ def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, ex
     kernel alone) and returns triton's compiled kernel (None for an empty tensor). tma: load
     the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles
     only); pair: paired operand rows (default FUSED_PAIR[block size]); defer: the TMA loop's
-    rare-case check once per program (default FUSED_DEFER); block_stores: per-block stores in the deferred loop (default
-    FUSED_BLOCK_STORES); hw_cvt: the hardware UE4M3 conversion there (default
+    rare-case check once per program (default FUSED_DEFER); block_stores: per-block stores in
+    the deferred loop (default FUSED_BLOCK_STORES); hw_cvt: the hardware UE4M3 conversion there (default
     triton_rows_fast.hw_e4m3; it also gathers sign bits by byte permutes); pair_t: paired
     rows' TMA box with the column group outermost (default FUSED_PAIR_T); bf16x2: MX 1 x 32
     blocks encoded on bf16x2 words in the deferred loop (default FUSED_BF16X2 where

@@ -238,6 +238,13 @@ def _max_u16x2(a, b):
 
 
 @triton.jit
+def _max_halves_f32(w):
+    """The float32 bit pattern of the larger of the two sign-clear bf16 halves of int32 w (a
+    block amax folded by :func:`_max_u16x2`)."""
+    return tl.maximum(w & 0xFFFF, w >> 16) << 16
+
+
+@triton.jit
 def _mag_bf16x2(a, m1, m2, m4):
     """The E2M1 grid roundings of :func:`_mag_scaled` on two bf16 values at once (GPU only):
     a holds two sign-clear bf16 values, m1, m2, m4 the bf16x2 words {m, m}, {m/2, m/2},
