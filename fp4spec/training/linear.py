@@ -170,21 +170,23 @@ _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
 class QuantizedLinearFunction(torch.autograd.Function):
-    """``y = x w^T + b`` with fprop, dgrad and wgrad as ``state.recipe`` says (x is 2-D: M x K)."""
+    """``y = x w^T + b`` with fprop, dgrad and wgrad as ``state.recipe`` says; x is (..., K)
+    and runs as the 2-D (tokens x K) matrix of its rows."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, state: LayerState, out_dtype):
         dt = _DTYPES[state.recipe.compute_dtype]
+        x2 = x.reshape(-1, x.shape[-1])
         with torch.autocast(x.device.type, enabled=False):
-            y = gemm(state.recipe.fprop, state, "fprop", (x, False, "x", True), (weight, False, "w", False), dt)
+            y = gemm(state.recipe.fprop, state, "fprop", (x2, False, "x", True), (weight, False, "w", False), dt)
             y = y.to(out_dtype)
             if bias is not None:
                 y = y + bias.to(out_dtype)
-        ctx.save_for_backward(x, weight)
+        ctx.save_for_backward(x2, weight)
         ctx.state = state
-        ctx.has_bias = bias is not None
+        ctx.x_shape = x.shape
         ctx.bias_dtype = None if bias is None else bias.dtype
-        return y
+        return y.reshape(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
     def backward(ctx, dy):
@@ -192,15 +194,15 @@ class QuantizedLinearFunction(torch.autograd.Function):
         st: LayerState = ctx.state
         dt = _DTYPES[st.recipe.compute_dtype]
         dx = dw = db = None
-        dy = dy.contiguous()
+        dy = dy.reshape(-1, dy.shape[-1]).contiguous()
         with torch.autocast(dy.device.type, enabled=False):
             if ctx.needs_input_grad[0]:
                 dx = gemm(st.recipe.dgrad, st, "dgrad", (dy, False, "dy", True), (weight, True, "w", False), dt)
-                dx = dx.to(x.dtype)
+                dx = dx.to(x.dtype).reshape(ctx.x_shape)
             if ctx.needs_input_grad[1]:
                 dw = gemm(st.recipe.wgrad, st, "wgrad", (dy, True, "dy", True), (x, True, "x", True), dt)
                 dw = dw.to(weight.dtype)
-            if ctx.has_bias and ctx.needs_input_grad[2]:
+            if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
                 db = dy.float().sum(0).to(ctx.bias_dtype)
         return dx, dw, db, None, None
 
@@ -214,10 +216,7 @@ def _out_dtype(x: torch.Tensor):
 
 def quantized_linear(x, weight, bias, state: LayerState):
     """The functional form of :class:`Linear`: ``x`` of shape (..., K), ``weight`` (N, K)."""
-    out_dtype = _out_dtype(x)
-    x2 = x.reshape(-1, x.shape[-1])
-    y = QuantizedLinearFunction.apply(x2, weight, bias, state, out_dtype)
-    return y.reshape(*x.shape[:-1], weight.shape[0])
+    return QuantizedLinearFunction.apply(x, weight, bias, state, _out_dtype(x))
 
 
 class Linear(torch.nn.Linear):

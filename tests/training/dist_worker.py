@@ -1,0 +1,94 @@
+"""Workers of the 2-process tests (gloo, CPU): a tiny two-layer model trained for a few steps
+on one global batch, alone (world 1, no process group), under DDP or under FSDP2."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+from fp4spec.training import convert, get_recipe
+
+STEPS = 3
+TOKENS = 64  # global batch rows (tokens)
+D_IN, D_HID = 32, 64
+
+
+def global_batches():
+    g = torch.Generator().manual_seed(1234)
+    xs = [torch.randn(TOKENS, D_IN, generator=g) * torch.logspace(-1, 1, D_IN) for _ in range(STEPS)]
+    xs[0][-1, 0] = 40.0  # the global amax of x at step 0 lies in the last rank's rows
+    ys = [torch.randn(TOKENS, D_IN, generator=g) for _ in range(STEPS)]
+    return xs, ys
+
+
+def build(recipe):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(D_IN, D_HID, bias=False), torch.nn.GELU(),
+                                torch.nn.Linear(D_HID, D_IN, bias=False))
+    return convert(model, recipe)
+
+
+def train(recipe, mode: str, rank: int = 0, world: int = 1) -> dict:
+    """Losses of every step (the global batch's mean), layer 0's step-0 output rows of this
+    rank, and what layer 0's fprop quantized at step 0."""
+    model = build(recipe)
+    first = model[0]
+    seen = {}
+
+    def keep(record):
+        if record.call == 0 and record.gemm == "fprop":
+            seen[record.tensor] = (record.values.clone(), record.q.global_scale)
+
+    first.on_operand = keep
+    outputs = []
+    hook = first.register_forward_hook(lambda m, i, o: outputs.append(o.detach().clone()))
+    if mode == "ddp":
+        net = torch.nn.parallel.DistributedDataParallel(model)
+    elif mode == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("cpu", (world,))
+        fully_shard(model[0], mesh=mesh)
+        fully_shard(model[2], mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        net = model
+    else:
+        net = model
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    xs, ys = global_batches()
+    rows = TOKENS // world
+    own = slice(rank * rows, (rank + 1) * rows)
+    losses = []
+    grad0 = None
+    for x, y in zip(xs, ys):
+        loss = torch.nn.functional.mse_loss(net(x[own]), y[own])
+        loss.backward()
+        if grad0 is None:
+            g = model[0].weight.grad
+            grad0 = (g.full_tensor() if hasattr(g, "full_tensor") else g).detach().clone()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        total = loss.detach().clone()
+        if world > 1:
+            dist.all_reduce(total)
+        losses.append(float(total) / world)
+    hook.remove()
+    none = (None, None)
+    return {"losses": losses, "y0": outputs[0], "x_values": seen.get("x", none)[0], "x_scale": seen.get("x", none)[1],
+            "w_values": seen.get("w", none)[0], "w_scale": seen.get("w", none)[1], "grad0": grad0}
+
+
+def worker(rank: int, world: int, cases, port: int, out_dir: str):
+    """Run every (mode, recipe name, scope) of ``cases`` in one process group; save the results."""
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        results = {case: train(get_recipe(case[1], scope=case[2]), case[0], rank, world) for case in cases}
+        torch.save(results, os.path.join(out_dir, f"{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
