@@ -18,7 +18,7 @@ Normative steps of one GEMM ``C = A B^T`` (:func:`gemm`):
    rank's rows).
 2. SR operands draw their bits (:mod:`fp4spec.training.random_bits`) for that tensor.
 3. ``q = fp4spec.quantize(t, scheme, axis=<reduction axis>, rounding, rbits, sr_bits,
-   pad=True, rht=<the GEMM's RHT>)``.
+   pad=True, rht=<the GEMM's RHT>, backend=recipe.backend)``.
 4. ``values = fp4spec.dequantize(q).to(compute dtype)``; the rank's own rows are kept.
 5. ``C = A_values @ B_values^T`` (the stored tensors viewed transposed where the table in
    :mod:`fp4spec.training.recipe` says so), converted to the output dtype.
@@ -110,7 +110,7 @@ def _quantize(op: Operand, t: torch.Tensor, axis: int, rht, st: LayerState, gemm
         t, own = _gather_rows(t, st.group)
     rbits = _rbits(op, t, st, gemm, tensor)
     q = fp4spec.quantize(t, scheme, axis=axis, rounding=op.rounding, rbits=rbits, sr_bits=op.sr_bits, pad=True,
-                         rht=rht)
+                         rht=rht, backend=st.recipe.backend)
     return t, rbits, q, own
 
 
@@ -140,7 +140,7 @@ def _model_product(g: Gemm, st: LayerState, gemm: str, a_spec, b_spec) -> torch.
         if rbits is not None and transposed:
             rbits = rbits.t().contiguous()
         q = fp4spec.quantize(logical, op.resolved, axis=-1, rounding=op.rounding, rbits=rbits, sr_bits=op.sr_bits,
-                             pad=True, rht=g.rht)
+                             pad=True, rht=g.rht, backend=st.recipe.backend)
         if st.on_operand is not None:
             values = fp4spec.dequantize(q)
             st.on_operand(OperandRecord(st.name, st.call, gemm, tensor, 1, logical, q, values, rbits))

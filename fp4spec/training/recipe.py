@@ -176,6 +176,10 @@ class Recipe:
             group when given one). Weights are always whole tensors (FSDP gathers them first).
         seed: the root of every stochastic-rounding bit (:mod:`fp4spec.training.random_bits`).
         compute_dtype: the fast path's matmul dtype, ``"bfloat16"`` (default) or ``"float32"``.
+        backend: ``fp4spec.quantize``'s ``backend=`` for every operand: ``"auto"`` (default:
+            triton for CUDA tensors where it supports the request, else torch, else numpy),
+            or a backend name (every backend gives the same bits; naming one makes a
+            request it cannot run an error instead of a slower fallback).
     """
 
     name: str
@@ -186,6 +190,7 @@ class Recipe:
     scope: str = "global"
     seed: int = 0
     compute_dtype: str = "bfloat16"
+    backend: str = "auto"
 
     def __post_init__(self):
         for g in GEMMS:
@@ -198,6 +203,8 @@ class Recipe:
             raise ValueError(f"scope: {self.scope!r} is not one of {', '.join(map(repr, SCOPES))}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise ValueError(f"seed: {self.seed!r} is not an integer in [0, 2**63)")
+        if not isinstance(self.backend, str) or not self.backend:
+            raise ValueError(f"backend: {self.backend!r} is not a backend name ('auto', 'numpy', 'torch', 'triton'...)")
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise ValueError(f"compute_dtype: {self.compute_dtype!r} is not one of "
                              f"{', '.join(map(repr, COMPUTE_DTYPES))}")
