@@ -94,7 +94,8 @@ def build_byte_corpus(files, out_dir: Path, max_bytes: int | None = None) -> dic
     """Steps 3-4: write ``train.bin``, ``val.bin`` (uint8) and ``manifest.tsv`` into out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     lines, taken, n_files = [], 0, 0
-    with open(out_dir / "train.bin.tmp", "wb") as tr, open(out_dir / "val.bin.tmp", "wb") as va:
+    tmp = f".{os.getpid()}.tmp"  # processes building the same corpus at once each write their own, then rename
+    with open(out_dir / f"train.bin{tmp}", "wb") as tr, open(out_dir / f"val.bin{tmp}", "wb") as va:
         for i, (label, path, rel) in enumerate(files):
             if max_bytes is not None and taken >= max_bytes:
                 break
@@ -109,11 +110,11 @@ def build_byte_corpus(files, out_dir: Path, max_bytes: int | None = None) -> dic
             n_files += 1
             lines.append(f"{label}/{rel}\t{len(data)}\t{hashlib.sha256(data).hexdigest()}")
     manifest = "\n".join(lines) + "\n"
-    (out_dir / "manifest.tsv").write_text(manifest)
-    for name in ("train.bin", "val.bin"):
-        os.replace(out_dir / f"{name}.tmp", out_dir / name)
     info = {"manifest_sha256": hashlib.sha256(manifest.encode()).hexdigest(), "files": n_files, "bytes": taken}
-    (out_dir / "corpus.json").write_text(json.dumps(info, indent=1))
+    (out_dir / f"manifest.tsv{tmp}").write_text(manifest)
+    (out_dir / f"corpus.json{tmp}").write_text(json.dumps(info, indent=1))
+    for name in ("train.bin", "val.bin", "manifest.tsv", "corpus.json"):  # corpus.json last: it marks completion
+        os.replace(out_dir / f"{name}{tmp}", out_dir / name)
     return info
 
 

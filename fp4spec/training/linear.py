@@ -149,21 +149,24 @@ def _model_product(g: Gemm, st: LayerState, gemm: str, a_spec, b_spec) -> torch.
     return torch.from_numpy(out).to(a_spec[0].device)
 
 
-def gemm(g: Gemm, st: LayerState, name: str, a_spec, b_spec, dtype) -> torch.Tensor:
+def gemm(g: Gemm, st: LayerState, name: str, a_spec, b_spec, dtype, lead=None) -> torch.Tensor:
     """``C = A B^T`` for one GEMM (module docstring, steps 1-5).
 
     ``a_spec``, ``b_spec``: ``(stored tensor, transposed, tensor name, rows split across ranks)``;
     the logical operand is the stored tensor, or its transpose when ``transposed``; it is
     quantized along the logical K axis (the stored tensor's axis 0 when transposed, else 1).
-    Returns the float32 (model) or compute-dtype (dequantize) product.
+    Returns the float32 (model) or compute-dtype (dequantize) product, its rows reshaped to
+    ``lead`` if given (computed in that shape: the result is not a view).
     """
     if g.compute != DEQUANTIZE:
-        return _model_product(g, st, name, a_spec, b_spec)
+        out = _model_product(g, st, name, a_spec, b_spec)
+        return out if lead is None else out.reshape(*lead, out.shape[-1]).clone()
     sides = []
     for op, (t, transposed, tensor, split) in ((g.a, a_spec), (g.b, b_spec)):
         v = operand_values(op, t, 0 if transposed else 1, g.rht, st, name, tensor, split, dtype)
         sides.append(v.t() if transposed else v)
-    return sides[0] @ sides[1].t()
+    a = sides[0] if lead is None else sides[0].reshape(*lead, sides[0].shape[-1])
+    return a @ sides[1].t()
 
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -178,7 +181,8 @@ class QuantizedLinearFunction(torch.autograd.Function):
         dt = _DTYPES[state.recipe.compute_dtype]
         x2 = x.reshape(-1, x.shape[-1])
         with torch.autocast(x.device.type, enabled=False):
-            y = gemm(state.recipe.fprop, state, "fprop", (x2, False, "x", True), (weight, False, "w", False), dt)
+            y = gemm(state.recipe.fprop, state, "fprop", (x2, False, "x", True), (weight, False, "w", False), dt,
+                     lead=x.shape[:-1])
             y = y.to(out_dtype)
             if bias is not None:
                 y = y + bias.to(out_dtype)
@@ -186,7 +190,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
         ctx.state = state
         ctx.x_shape = x.shape
         ctx.bias_dtype = None if bias is None else bias.dtype
-        return y.reshape(*x.shape[:-1], weight.shape[0])
+        return y
 
     @staticmethod
     def backward(ctx, dy):

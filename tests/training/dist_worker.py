@@ -81,14 +81,20 @@ def train(recipe, mode: str, rank: int = 0, world: int = 1) -> dict:
             "w_values": seen.get("w", none)[0], "w_scale": seen.get("w", none)[1], "grad0": grad0}
 
 
-def worker(rank: int, world: int, cases, port: int, out_dir: str):
-    """Run every (mode, recipe name, scope) of ``cases`` in one process group; save the results."""
+def worker(rank: int, world: int, cases, trains, port: int, out_dir: str):
+    """Run every (mode, recipe name, scope) of ``cases`` and every ``fp4spec train`` argument
+    list of ``trains`` in one process group; save the results."""
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         results = {case: train(get_recipe(case[1], scope=case[2]), case[0], rank, world) for case in cases}
+        torch.save(results, os.path.join(out_dir, f"{rank}.pt"))
+        from fp4spec.training import pretrain
+
+        for argv in trains:
+            results[tuple(argv)] = pretrain.main(list(argv))
         torch.save(results, os.path.join(out_dir, f"{rank}.pt"))
     finally:
         dist.destroy_process_group()
