@@ -75,6 +75,32 @@ def _cmd_vectors(args) -> int:
     return vectors_main(args.rest)
 
 
+def _needs_torch(command: str) -> int:
+    print(f"fp4spec {command}: error: training needs torch; install it with: pip install 'fp4spec[torch]'",
+          file=sys.stderr)
+    return 2
+
+
+def _cmd_train(args) -> int:
+    try:
+        from .training.pretrain import main as train_main
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        return _needs_torch("train")
+    return train_main(args.rest)
+
+
+def _cmd_train_summary(args) -> int:
+    try:
+        from .training.summary import main as summary_main
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        return _needs_torch("train-summary")
+    return summary_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fp4spec", description="The executable, bit-exact specification of 4-bit number formats.")
     parser.add_argument("--version", action="version", version=f"fp4spec {__import__('fp4spec').__version__}")
@@ -101,6 +127,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=_cmd_vectors)
 
+    p = sub.add_parser("train", add_help=False,
+                       help="pretrain a small GPT with a 4-bit training recipe (fp4spec train --help)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("train-summary", add_help=False,
+                       help="tabulate and plot fp4spec train runs (fp4spec train-summary --help)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_cmd_train_summary)
+
     from .analysis.report import add_analyze_parser
 
     add_analyze_parser(sub)
@@ -108,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Subcommands with parsers of their own: everything after the name is theirs.
-_DELEGATED = {"conform": _cmd_conform, "vectors": _cmd_vectors}
+_DELEGATED = {"conform": _cmd_conform, "vectors": _cmd_vectors, "train": _cmd_train,
+              "train-summary": _cmd_train_summary}
 
 
 def main(argv=None) -> int:

@@ -140,3 +140,30 @@ def test_batches_do_not_depend_on_the_process_count():
     starts = corpus_mod.batch_starts(10_000, 32, 8, seed=0, step=3)
     assert np.array_equal(starts, corpus_mod.batch_starts(10_000, 32, 8, seed=0, step=3))
     assert not np.array_equal(starts, corpus_mod.batch_starts(10_000, 32, 8, seed=0, step=4))
+
+
+def test_summary_tabulates_gaps_and_plots(runs, tmp_path):
+    from fp4spec.cli import main as cli
+    from fp4spec.training import summary
+
+    out = tmp_path / "summary"
+    assert cli(["train-summary", str(runs["bf16"].parent), "--out", str(out)]) == 0
+    rows = {r["recipe"]: r for r in json.loads((out / "summary.json").read_text())}
+    assert set(rows) == {"bf16", "nvfp4", "ufp4"}
+    assert rows["bf16"]["gap"] == 0.0
+    want = _results(runs["nvfp4"])["final_val_loss"] - _results(runs["bf16"])["final_val_loss"]
+    assert rows["nvfp4"]["gap"] == pytest.approx(want)
+    text = (out / "summary.md").read_text()
+    assert "| nvfp4 | 0 |" in text and "Mechanism on the tensors of the nvfp4 run" in text
+    for png in ("loss_curves.png", "gaps.png", "mechanism_nvfp4.png"):
+        assert (out / png).stat().st_size > 1000
+    with pytest.raises(ValueError, match="paths"):
+        summary.summarize([tmp_path / "nothing"], out)
+
+
+def test_cli_train_help():
+    from fp4spec.cli import main as cli
+
+    with pytest.raises(SystemExit) as exc:
+        cli(["train", "--help"])
+    assert exc.value.code == 0
