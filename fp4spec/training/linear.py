@@ -20,6 +20,7 @@ Normative steps of one GEMM ``C = A B^T`` (:func:`gemm`):
 3. ``q = fp4spec.quantize(t, scheme, axis=<reduction axis>, rounding, rbits, sr_bits,
    pad=True, rht=<the GEMM's RHT>, backend=recipe.backend)``.
 4. ``values = fp4spec.dequantize(q).to(compute dtype)``; the rank's own rows are kept.
+   (dgrad reuses fprop's weight values where that gives the same bits: :func:`weight_reusable`.)
 5. ``C = A_values @ B_values^T`` (the stored tensors viewed transposed where the table in
    :mod:`fp4spec.training.recipe` says so), converted to the output dtype.
 """
@@ -149,27 +150,41 @@ def _model_product(g: Gemm, st: LayerState, gemm: str, a_spec, b_spec) -> torch.
     return torch.from_numpy(out).to(a_spec[0].device)
 
 
-def gemm(g: Gemm, st: LayerState, name: str, a_spec, b_spec, dtype, lead=None) -> torch.Tensor:
+def gemm(g: Gemm, st: LayerState, name: str, a_spec, b_spec, dtype, lead=None, b_values=None) -> torch.Tensor:
     """``C = A B^T`` for one GEMM (module docstring, steps 1-5).
 
     ``a_spec``, ``b_spec``: ``(stored tensor, transposed, tensor name, rows split across ranks)``;
     the logical operand is the stored tensor, or its transpose when ``transposed``; it is
     quantized along the logical K axis (the stored tensor's axis 0 when transposed, else 1).
     Returns the float32 (model) or compute-dtype (dequantize) product, its rows reshaped to
-    ``lead`` if given (computed in that shape: the result is not a view).
+    ``lead`` if given (computed in that shape: the result is not a view). ``b_values``: B's
+    values already computed (stored layout), as :func:`weight_reusable` allows.
     """
     if g.compute != DEQUANTIZE:
         out = _model_product(g, st, name, a_spec, b_spec)
         return out if lead is None else out.reshape(*lead, out.shape[-1]).clone()
     sides = []
-    for op, (t, transposed, tensor, split) in ((g.a, a_spec), (g.b, b_spec)):
-        v = operand_values(op, t, 0 if transposed else 1, g.rht, st, name, tensor, split, dtype)
+    for op, (t, transposed, tensor, split), given in ((g.a, a_spec, None), (g.b, b_spec, b_values)):
+        v = given if given is not None else operand_values(op, t, 0 if transposed else 1, g.rht, st, name, tensor,
+                                                           split, dtype)
         sides.append(v.t() if transposed else v)
     a = sides[0] if lead is None else sides[0].reshape(*lead, sides[0].shape[-1])
     return a @ sides[1].t()
 
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+def weight_reusable(recipe: Recipe) -> bool:
+    """True if dgrad's weight values equal fprop's, so the backward pass reuses them: the same
+    operand, deterministic rounding, no RHT, square 2-D tiles (a tile's scale and codes do not
+    depend on the direction it is read in: ``quantize(w, axis=0)`` and ``quantize(w, axis=1)``
+    give the same values; tested), both GEMMs on the fast path."""
+    f, d = recipe.fprop, recipe.dgrad
+    if not (f.compute == d.compute == DEQUANTIZE and f.b == d.b and f.b.quantized):
+        return False
+    s = f.b.resolved
+    return f.rht is None and d.rht is None and f.b.rounding != "sr" and s.is_2d and s.tile_rows == s.block_size
 
 
 class QuantizedLinearFunction(torch.autograd.Function):
@@ -180,13 +195,16 @@ class QuantizedLinearFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, state: LayerState, out_dtype):
         dt = _DTYPES[state.recipe.compute_dtype]
         x2 = x.reshape(-1, x.shape[-1])
+        fp = state.recipe.fprop
+        reuse = weight_reusable(state.recipe)
         with torch.autocast(x.device.type, enabled=False):
-            y = gemm(state.recipe.fprop, state, "fprop", (x2, False, "x", True), (weight, False, "w", False), dt,
-                     lead=x.shape[:-1])
+            wv = operand_values(fp.b, weight, 1, fp.rht, state, "fprop", "w", False, dt) if reuse else None
+            y = gemm(fp, state, "fprop", (x2, False, "x", True), (weight, False, "w", False), dt, lead=x.shape[:-1],
+                     b_values=wv)
             y = y.to(out_dtype)
             if bias is not None:
                 y = y + bias.to(out_dtype)
-        ctx.save_for_backward(x2, weight)
+        ctx.save_for_backward(x2, weight, wv)
         ctx.state = state
         ctx.x_shape = x.shape
         ctx.bias_dtype = None if bias is None else bias.dtype
@@ -194,14 +212,15 @@ class QuantizedLinearFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        x, weight = ctx.saved_tensors
+        x, weight, wv = ctx.saved_tensors
         st: LayerState = ctx.state
         dt = _DTYPES[st.recipe.compute_dtype]
         dx = dw = db = None
         dy = dy.reshape(-1, dy.shape[-1]).contiguous()
         with torch.autocast(dy.device.type, enabled=False):
             if ctx.needs_input_grad[0]:
-                dx = gemm(st.recipe.dgrad, st, "dgrad", (dy, False, "dy", True), (weight, True, "w", False), dt)
+                dx = gemm(st.recipe.dgrad, st, "dgrad", (dy, False, "dy", True), (weight, True, "w", False), dt,
+                          b_values=wv)
                 dx = dx.to(x.dtype).reshape(ctx.x_shape)
             if ctx.needs_input_grad[1]:
                 dw = gemm(st.recipe.wgrad, st, "wgrad", (dy, True, "dy", True), (x, True, "x", True), dt)
@@ -323,5 +342,5 @@ def set_counters(model: torch.nn.Module, state: dict) -> None:
         layers[n].calls = int(calls)
 
 
-__all__ = ["Linear", "LayerState", "OperandRecord", "QuantizedLinearFunction", "convert", "counters", "gemm",
+__all__ = ["weight_reusable", "Linear", "LayerState", "OperandRecord", "QuantizedLinearFunction", "convert", "counters", "gemm",
            "operand_values", "quantized_layers", "quantized_linear", "set_counters"]
