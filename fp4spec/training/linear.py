@@ -16,13 +16,14 @@ Normative steps of one GEMM ``C = A B^T`` (:func:`gemm`):
    rank, a tensor whose rows the ranks split (x, dy) is first all-gathered along the rows
    unless quantizing it is row-local (no tensor scale, no SR, blocks that stay inside a
    rank's rows).
-2. SR operands draw their bits (:mod:`fp4spec.training.random_bits`) for that tensor.
+2. SR operands draw their bits (``fp4spec.training.random_bits``) for that tensor.
 3. ``q = fp4spec.quantize(t, scheme, axis=<reduction axis>, rounding, rbits, sr_bits,
    pad=True, rht=<the GEMM's RHT>, backend=recipe.backend)``.
 4. ``values = fp4spec.dequantize(q).to(compute dtype)``; the rank's own rows are kept.
-   (dgrad reuses fprop's weight values where that gives the same bits: :func:`weight_reusable`.)
-5. ``C = A_values @ B_values^T`` (the stored tensors viewed transposed where the table in
-   :mod:`fp4spec.training.recipe` says so), converted to the output dtype.
+   (dgrad reuses fprop's weight values where that gives the same bits: 16x16 tiles, RNE, no
+   RHT; ``weight_reusable``.)
+5. ``C = A_values @ B_values^T``, converted to the output dtype (the stored tensors viewed
+   transposed where the table of ``fp4spec.training.recipe`` says so).
 """
 
 from __future__ import annotations
@@ -248,8 +249,8 @@ class Linear(torch.nn.Linear):
     ``torch.nn.Linear``.
 
     ``name`` (the module's name in its model) seeds its SR bits with ``recipe.seed``
-    (:func:`fp4spec.training.random_bits.derive`); ``calls`` counts forward calls (the SR
-    bits' counter: restore it with :func:`set_counters` when resuming). ``process_group``:
+    (:func:`fp4spec.training.random_bits.derive`); ``calls`` counts forward calls under
+    autograd (the SR bits' counter: restore it with :func:`set_counters` when resuming). ``process_group``:
     the data-parallel group for ``scope="global"`` (None: the default group when
     torch.distributed is initialized). ``on_operand``: None or a callable receiving an
     :class:`OperandRecord` for every quantized operand (tests, audits).
@@ -296,7 +297,8 @@ class Linear(torch.nn.Linear):
         if group is None and torch.distributed.is_available() and torch.distributed.is_initialized():
             group = torch.distributed.group.WORLD
         state = LayerState(self.recipe, self.name, self.layer_seed, self.calls, group, self.on_operand)
-        self.calls += 1
+        if torch.is_grad_enabled():  # a call without autograd (evaluation) draws no SR bits
+            self.calls += 1
         return quantized_linear(x, self.weight, self.bias, state)
 
 

@@ -339,5 +339,25 @@ def get_recipe(name: "str | Recipe", **changes) -> Recipe:
     return dataclasses.replace(base, **changes) if changes else base
 
 
-__all__ = ["COMPUTE_DTYPES", "DEQUANTIZE", "GEMMS", "Gemm", "HIGH", "OPERAND_TENSORS", "Operand", "Recipe", "SCOPES",
+def _cell(op: Operand) -> str:
+    if not op.quantized:
+        return "bf16"
+    s = op.resolved
+    return f"{s.name} {s.tile_rows}x{s.block_size} {op.rounding.upper()}"
+
+
+def presets_table(names=None) -> str:
+    """Markdown: one row per preset, each GEMM operand's scheme, block and rounding, and the GEMMs
+    with an RHT (docs/training.md quotes it; a test keeps them equal)."""
+    head = ["recipe"] + [f"{g} {t}" for g in GEMMS for t in OPERAND_TENSORS[g]] + ["RHT (16-point)", "scope"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in names or recipes:
+        r = recipes[name]
+        cells = [_cell(getattr(r.gemm(g), side)) for g in GEMMS for side in ("a", "b")]
+        rht = ", ".join(g for g in GEMMS if r.gemm(g).rht is not None) or "-"
+        rows.append(f"| `{name}` | " + " | ".join(cells) + f" | {rht} | {r.scope} |")
+    return "\n".join(rows)
+
+
+__all__ = ["COMPUTE_DTYPES", "presets_table", "DEQUANTIZE", "GEMMS", "Gemm", "HIGH", "OPERAND_TENSORS", "Operand", "Recipe", "SCOPES",
            "bf16", "get_recipe", "mxfp4", "nvfp4", "nvfp4_full_rht", "recipes", "ufp4", "ufp4_int4"]

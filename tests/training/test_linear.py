@@ -267,3 +267,13 @@ def test_gemm_and_recipe_errors_name_the_argument():
         get_recipe("nvfp8")
     with pytest.raises(ValueError, match="state"):
         set_counters(torch.nn.Linear(2, 2), {"nope": 1})
+
+
+def test_calls_without_autograd_do_not_count():
+    layer = Linear(64, 32, bias=False, recipe="nvfp4", name="l")
+    x = torch.randn(16, 64)
+    with torch.no_grad():
+        layer(x)
+    assert layer.calls == 0
+    layer(x)
+    assert layer.calls == 1
