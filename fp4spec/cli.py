@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import io
 import json
 import sys
@@ -49,56 +50,27 @@ def _cmd_profiles(args) -> int:
     return 0
 
 
-def _needs_hypothesis(command: str) -> int:
-    print(f"fp4spec {command}: error: the conformance suite needs hypothesis; "
-          f"install it with: pip install 'fp4spec[conform]'", file=sys.stderr)
-    return 2
+#: Subcommands with parsers of their own (everything after the name is theirs): the module
+#: whose ``main(argv)`` runs them, the optional package it needs, the extra that installs it.
+_DELEGATED = {
+    "conform": ("conformance.runner", "hypothesis", "conform", "the conformance suite"),
+    "vectors": ("conformance.vectors", "hypothesis", "conform", "the conformance suite"),
+    "train": ("training.pretrain", "torch", "torch", "training"),
+    "train-summary": ("training.summary", "torch", "torch", "training"),
+}
 
 
-def _cmd_conform(args) -> int:
+def _run_delegated(command: str, rest) -> int:
+    module, package, extra, what = _DELEGATED[command]
     try:
-        from .conformance.runner import main as conform_main
+        mod = importlib.import_module(f"fp4spec.{module}")
     except ModuleNotFoundError as exc:
-        if exc.name != "hypothesis":
+        if exc.name != package:
             raise
-        return _needs_hypothesis("conform")
-    return conform_main(args.rest)
-
-
-def _cmd_vectors(args) -> int:
-    try:
-        from .conformance.vectors import main as vectors_main
-    except ModuleNotFoundError as exc:
-        if exc.name != "hypothesis":
-            raise
-        return _needs_hypothesis("vectors")
-    return vectors_main(args.rest)
-
-
-def _needs_torch(command: str) -> int:
-    print(f"fp4spec {command}: error: training needs torch; install it with: pip install 'fp4spec[torch]'",
-          file=sys.stderr)
-    return 2
-
-
-def _cmd_train(args) -> int:
-    try:
-        from .training.pretrain import main as train_main
-    except ModuleNotFoundError as exc:
-        if exc.name != "torch":
-            raise
-        return _needs_torch("train")
-    return train_main(args.rest)
-
-
-def _cmd_train_summary(args) -> int:
-    try:
-        from .training.summary import main as summary_main
-    except ModuleNotFoundError as exc:
-        if exc.name != "torch":
-            raise
-        return _needs_torch("train-summary")
-    return summary_main(args.rest)
+        print(f"fp4spec {command}: error: {what} needs {package}; install it with: pip install 'fp4spec[{extra}]'",
+              file=sys.stderr)
+        return 2
+    return mod.main(list(rest))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,22 +92,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("conform", add_help=False,
                        help="check a backend bit for bit against the spec (fp4spec conform --help)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=_cmd_conform)
+    p.set_defaults(func=lambda a: _run_delegated("conform", a.rest))
 
     p = sub.add_parser("vectors", add_help=False,
                        help="generate or check test vectors for hardware run elsewhere (fp4spec vectors --help)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=_cmd_vectors)
+    p.set_defaults(func=lambda a: _run_delegated("vectors", a.rest))
 
     p = sub.add_parser("train", add_help=False,
                        help="pretrain a small GPT with a 4-bit training recipe (fp4spec train --help)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=_cmd_train)
+    p.set_defaults(func=lambda a: _run_delegated("train", a.rest))
 
     p = sub.add_parser("train-summary", add_help=False,
                        help="tabulate and plot fp4spec train runs (fp4spec train-summary --help)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=_cmd_train_summary)
+    p.set_defaults(func=lambda a: _run_delegated("train-summary", a.rest))
 
     from .analysis.report import add_analyze_parser
 
@@ -143,15 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: Subcommands with parsers of their own: everything after the name is theirs.
-_DELEGATED = {"conform": _cmd_conform, "vectors": _cmd_vectors, "train": _cmd_train,
-              "train-summary": _cmd_train_summary}
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in _DELEGATED:
-        return _DELEGATED[argv[0]](argparse.Namespace(rest=argv[1:]))
+        return _run_delegated(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
