@@ -30,10 +30,10 @@ def build(recipe):
     return convert(model, recipe)
 
 
-def train(recipe, mode: str, rank: int = 0, world: int = 1) -> dict:
+def train(recipe, mode: str, rank: int = 0, world: int = 1, device: str = "cpu") -> dict:
     """Losses of every step (the global batch's mean), layer 0's step-0 output rows of this
     rank, and what layer 0's fprop quantized at step 0."""
-    model = build(recipe)
+    model = build(recipe).to(device)
     first = model[0]
     seen = {}
 
@@ -45,12 +45,13 @@ def train(recipe, mode: str, rank: int = 0, world: int = 1) -> dict:
     outputs = []
     hook = first.register_forward_hook(lambda m, i, o: outputs.append(o.detach().clone()))
     if mode == "ddp":
-        net = torch.nn.parallel.DistributedDataParallel(model)
+        ids = [torch.device(device).index] if device.startswith("cuda") else None
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     elif mode == "fsdp":
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
-        mesh = init_device_mesh("cpu", (world,))
+        mesh = init_device_mesh(torch.device(device).type, (world,))
         fully_shard(model[0], mesh=mesh)
         fully_shard(model[2], mesh=mesh)
         fully_shard(model, mesh=mesh)
@@ -59,6 +60,7 @@ def train(recipe, mode: str, rank: int = 0, world: int = 1) -> dict:
         net = model
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     xs, ys = global_batches()
+    xs, ys = [x.to(device) for x in xs], [y.to(device) for y in ys]
     rows = TOKENS // world
     own = slice(rank * rows, (rank + 1) * rows)
     losses = []
@@ -77,6 +79,9 @@ def train(recipe, mode: str, rank: int = 0, world: int = 1) -> dict:
         losses.append(float(total) / world)
     hook.remove()
     none = (None, None)
+    seen = {k: tuple(None if t is None else t.cpu() for t in v) for k, v in seen.items()}
+    outputs = [o.cpu() for o in outputs]
+    grad0 = grad0.cpu()
     return {"losses": losses, "y0": outputs[0], "x_values": seen.get("x", none)[0], "x_scale": seen.get("x", none)[1],
             "w_values": seen.get("w", none)[0], "w_scale": seen.get("w", none)[1], "grad0": grad0}
 
@@ -95,6 +100,22 @@ def worker(rank: int, world: int, cases, trains, port: int, out_dir: str):
 
         for argv in trains:
             results[tuple(argv)] = pretrain.main(list(argv))
+        torch.save(results, os.path.join(out_dir, f"{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def gpu_worker(rank: int, world: int, cases, port: int, out_dir: str):
+    """:func:`worker` on CUDA devices with NCCL (one GPU per process), cases only."""
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+        os.environ.setdefault(k, v)
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device(f"cuda:{rank}"))
+    try:
+        results = {case: train(get_recipe(case[1], scope=case[2]), case[0], rank, world, f"cuda:{rank}")
+                   for case in cases}
         torch.save(results, os.path.join(out_dir, f"{rank}.pt"))
     finally:
         dist.destroy_process_group()
