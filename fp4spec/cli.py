@@ -51,17 +51,20 @@ def _cmd_profiles(args) -> int:
 
 
 #: Subcommands with parsers of their own (everything after the name is theirs): the module
-#: whose ``main(argv)`` runs them, the optional package it needs, the extra that installs it.
+#: whose ``main(argv)`` runs them, the optional package it needs, the extra that installs it,
+#: what needs it, the help line.
 _DELEGATED = {
-    "conform": ("conformance.runner", "hypothesis", "conform", "the conformance suite"),
-    "vectors": ("conformance.vectors", "hypothesis", "conform", "the conformance suite"),
-    "train": ("training.pretrain", "torch", "torch", "training"),
-    "train-summary": ("training.summary", "torch", "torch", "training"),
+    "conform": ("conformance.runner", "hypothesis", "conform", "the conformance suite",
+                "check a backend bit for bit against the spec"),
+    "vectors": ("conformance.vectors", "hypothesis", "conform", "the conformance suite",
+                "generate or check test vectors for hardware run elsewhere"),
+    "train": ("training.pretrain", "torch", "torch", "training", "pretrain a small GPT with a 4-bit training recipe"),
+    "train-summary": ("training.summary", "torch", "torch", "training", "tabulate and plot fp4spec train runs"),
 }
 
 
 def _run_delegated(command: str, rest) -> int:
-    module, package, extra, what = _DELEGATED[command]
+    module, package, extra, what, _help = _DELEGATED[command]
     try:
         mod = importlib.import_module(f"fp4spec.{module}")
     except ModuleNotFoundError as exc:
@@ -89,25 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profiles", help="list the vendor profiles and where their policies differ")
     p.set_defaults(func=_cmd_profiles)
 
-    p = sub.add_parser("conform", add_help=False,
-                       help="check a backend bit for bit against the spec (fp4spec conform --help)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _run_delegated("conform", a.rest))
-
-    p = sub.add_parser("vectors", add_help=False,
-                       help="generate or check test vectors for hardware run elsewhere (fp4spec vectors --help)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _run_delegated("vectors", a.rest))
-
-    p = sub.add_parser("train", add_help=False,
-                       help="pretrain a small GPT with a 4-bit training recipe (fp4spec train --help)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _run_delegated("train", a.rest))
-
-    p = sub.add_parser("train-summary", add_help=False,
-                       help="tabulate and plot fp4spec train runs (fp4spec train-summary --help)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _run_delegated("train-summary", a.rest))
+    for name, (*_, help_text) in _DELEGATED.items():
+        p = sub.add_parser(name, add_help=False, help=f"{help_text} (fp4spec {name} --help)")
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=lambda a, name=name: _run_delegated(name, a.rest))
 
     from .analysis.report import add_analyze_parser
 
