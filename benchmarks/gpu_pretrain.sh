@@ -5,7 +5,8 @@
 #
 # Lays the package out as benchmarks/gpu_session.sh does, then runs `fp4spec train` once per
 # recipe:seed of RUNS_LIST (in that order) into $RUNS/<recipe>-s<seed>, each with
-# --time-budget = what is left of DEADLINE seconds minus a reserve; a run already completed is
+# --time-budget = what is left of DEADLINE seconds minus a reserve (at most PER_RUN seconds);
+# a run already completed is
 # skipped, a paused one resumes (call the script again on the same machine: $RUNS, default
 # .runs/ in the repository, stays while the machine is warm). Then `fp4spec train-summary`.
 # With $OUT set: summary.md, loss_curves.png, gaps.png and comparison.tar.gz (every run's
@@ -18,12 +19,14 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 RUNS=${RUNS:-$ROOT/.runs}
 DEADLINE=${DEADLINE:-540}
 RESERVE=${RESERVE:-45}
+PER_RUN=${PER_RUN:-100000}
 mkdir -p "$RUNS"
 cd "$ROOT"
 start=$SECONDS
 for item in ${RUNS_LIST:-bf16:0 nvfp4:0 ufp4:0}; do
   recipe=${item%%:*}; seed=${item##*:}
   left=$((DEADLINE - (SECONDS - start) - RESERVE))
+  [ $left -gt $PER_RUN ] && left=$PER_RUN
   if [ $left -lt 60 ]; then echo "=== $recipe seed $seed: not started (${left} s left)"; continue; fi
   echo "=== $recipe seed $seed: budget ${left} s"
   python3 -P -m fp4spec.training.pretrain --out "$RUNS/$recipe-s$seed" --recipe "$recipe" --seed "$seed" \
