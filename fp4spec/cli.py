@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import io
 import json
 import sys
@@ -49,30 +50,30 @@ def _cmd_profiles(args) -> int:
     return 0
 
 
-def _needs_hypothesis(command: str) -> int:
-    print(f"fp4spec {command}: error: the conformance suite needs hypothesis; "
-          f"install it with: pip install 'fp4spec[conform]'", file=sys.stderr)
-    return 2
+#: Subcommands with parsers of their own (everything after the name is theirs): the module
+#: whose ``main(argv)`` runs them, the optional package it needs, the extra that installs it,
+#: what needs it, the help line.
+_DELEGATED = {
+    "conform": ("conformance.runner", "hypothesis", "conform", "the conformance suite",
+                "check a backend bit for bit against the spec"),
+    "vectors": ("conformance.vectors", "hypothesis", "conform", "the conformance suite",
+                "generate or check test vectors for hardware run elsewhere"),
+    "train": ("training.pretrain", "torch", "torch", "training", "pretrain a small GPT with a 4-bit training recipe"),
+    "train-summary": ("training.summary", "torch", "torch", "training", "tabulate and plot fp4spec train runs"),
+}
 
 
-def _cmd_conform(args) -> int:
+def _run_delegated(command: str, rest) -> int:
+    module, package, extra, what, _help = _DELEGATED[command]
     try:
-        from .conformance.runner import main as conform_main
+        mod = importlib.import_module(f"fp4spec.{module}")
     except ModuleNotFoundError as exc:
-        if exc.name != "hypothesis":
+        if exc.name != package:
             raise
-        return _needs_hypothesis("conform")
-    return conform_main(args.rest)
-
-
-def _cmd_vectors(args) -> int:
-    try:
-        from .conformance.vectors import main as vectors_main
-    except ModuleNotFoundError as exc:
-        if exc.name != "hypothesis":
-            raise
-        return _needs_hypothesis("vectors")
-    return vectors_main(args.rest)
+        print(f"fp4spec {command}: error: {what} needs {package}; install it with: pip install 'fp4spec[{extra}]'",
+              file=sys.stderr)
+        return 2
+    return mod.main(list(rest))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,15 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profiles", help="list the vendor profiles and where their policies differ")
     p.set_defaults(func=_cmd_profiles)
 
-    p = sub.add_parser("conform", add_help=False,
-                       help="check a backend bit for bit against the spec (fp4spec conform --help)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=_cmd_conform)
-
-    p = sub.add_parser("vectors", add_help=False,
-                       help="generate or check test vectors for hardware run elsewhere (fp4spec vectors --help)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=_cmd_vectors)
+    for name, (*_, help_text) in _DELEGATED.items():
+        p = sub.add_parser(name, add_help=False, help=f"{help_text} (fp4spec {name} --help)")
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=lambda a, name=name: _run_delegated(name, a.rest))
 
     from .analysis.report import add_analyze_parser
 
@@ -107,14 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: Subcommands with parsers of their own: everything after the name is theirs.
-_DELEGATED = {"conform": _cmd_conform, "vectors": _cmd_vectors}
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in _DELEGATED:
-        return _DELEGATED[argv[0]](argparse.Namespace(rest=argv[1:]))
+        return _run_delegated(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -1,0 +1,158 @@
+"""GPU benchmark: one training step of the small Llama-style GPT per recipe, as a ratio to bf16.
+
+The step is what ``fp4spec train`` runs: bf16 autocast, fp32 master weights, fused AdamW,
+gradient clipping, torch.compile (the quantized GEMMs run eagerly between compiled graphs),
+the recipe's linears converted with ``fp4spec.training.convert`` (lm_head kept in bf16), the
+fast path (``compute="dequantize"``). Per recipe it reports the step time, tokens/s, the
+ratio to bf16 (the median of per-round ratios over interleaved rounds), the backends that
+quantized each operand, and the host synchronisations of one step
+(``torch.cuda.set_sync_debug_mode("warn")``: each sync is a warning, counted by its source line).
+
+    python benchmarks/bench_gpu_training_step.py [--recipes bf16,nvfp4,ufp4] [--layers 8] [--rounds 5]
+
+Target (issue 20): nvfp4 and ufp4 steps <= 1.5x the bf16 step. With $OUT set, the table is also
+written to $OUT/bench_gpu_training_step.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import time
+import warnings
+
+import torch
+
+from fp4spec.training import convert, get_recipe, quantized_layers
+from fp4spec.training.gpt import GPT, GPTConfig, parameter_count
+
+T0 = time.time()
+
+
+def log(msg):
+    print(f"[{time.time() - T0:6.1f} s] {msg}", flush=True)
+
+
+def build(recipe, cfg, args):
+    torch.manual_seed(0)
+    model = convert(GPT(cfg), recipe, skip=("lm_head",)).to(args.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), fused=args.device == "cuda")
+    net = torch.compile(model) if args.compile else model
+    return model, net, opt
+
+
+def step(model, net, opt, x, y):
+    with torch.autocast(x.device.type, dtype=torch.bfloat16):
+        loss = net(x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
+def time_steps(run, x, y, n):
+    if x.device.type != "cuda":  # a CPU dry run of the script
+        t = time.perf_counter()
+        for _ in range(n):
+            step(*run, x, y)
+        return (time.perf_counter() - t) / n
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(n):
+        step(*run, x, y)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / n / 1e3
+
+
+def sync_sites(run, x, y):
+    """Host synchronisations of one step, counted by the warning's message and source line."""
+    if x.device.type != "cuda":
+        return {}
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step(*run, x, y)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    sites = collections.Counter(f"{os.path.relpath(w.filename)}:{w.lineno}" for w in caught
+                                if "synchroniz" in str(w.message))
+    return dict(sites)
+
+
+def backends_used(model, x, y, run):
+    seen = collections.defaultdict(set)
+    layers = quantized_layers(model).values()
+    for layer in layers:
+        layer.on_operand = lambda r: seen[f"{r.gemm}/{r.tensor}"].add(r.q.backend)
+    step(*run, x, y)
+    for layer in layers:
+        layer.on_operand = None
+    return {k: sorted(v) for k, v in seen.items()}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--recipes", default="bf16,nvfp4,ufp4,mxfp4,ufp4_int4,nvfp4_full_rht")
+    p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--ffn", type=int, default=1408)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=10, help="timed steps per recipe and round")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--device", default="cuda", help="cuda (the benchmark) or cpu (a dry run of the script)")
+    args = p.parse_args()
+    names = args.recipes.split(",")
+    if names[0] != "bf16":
+        names = ["bf16"] + [n for n in names if n != "bf16"]
+    cfg = GPTConfig(d_model=args.d_model, layers=args.layers, ffn=args.ffn, seq_len=args.seq_len)
+    dev_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    log(f"{dev_name}, torch {torch.__version__}; GPT {parameter_count(GPT(cfg)) / 1e6:.1f}M "
+        f"params, batch {args.batch} x {args.seq_len}")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (args.batch, args.seq_len), generator=g).to(args.device)
+    y = torch.randint(0, 256, (args.batch, args.seq_len), generator=g).to(args.device)
+    runs, info = {}, {}
+    for name in names:
+        runs[name] = build(get_recipe(name), cfg, args)
+        t = time.time()
+        for _ in range(args.warmup):
+            step(*runs[name], x, y)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        info[name] = {"warmup_s": time.time() - t, "backends": backends_used(runs[name][0], x, y, runs[name]),
+                      "syncs": sync_sites(runs[name], x, y)}
+        log(f"{name}: warm-up {info[name]['warmup_s']:.1f} s; syncs/step {sum(info[name]['syncs'].values())} "
+            f"{info[name]['syncs']}; backends {info[name]['backends']}")
+    times = collections.defaultdict(list)
+    for r in range(args.rounds):
+        for name in names:
+            times[name].append(time_steps(runs[name], x, y, args.steps))
+        log(f"round {r}: " + ", ".join(f"{n} {times[n][-1] * 1e3:.1f} ms" for n in names))
+    tokens = args.batch * args.seq_len
+    rows = []
+    print("\n| recipe | step (ms, median) | tokens/s | step / bf16 (median of rounds) | syncs/step |")
+    print("|---|---:|---:|---:|---:|")
+    for name in names:
+        ratio = statistics.median(a / b for a, b in zip(times[name], times["bf16"]))
+        med = statistics.median(times[name])
+        rows.append({"recipe": name, "step_s": med, "tokens_per_s": tokens / med, "ratio_to_bf16": ratio,
+                     "rounds": times[name], **info[name]})
+        print(f"| {name} | {med * 1e3:.1f} | {tokens / med / 1e6:.3f}M | {ratio:.2f}x | "
+              f"{sum(info[name]['syncs'].values())} |")
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "bench_gpu_training_step.json"), "w") as f:
+            json.dump({"args": vars(args), "device": dev_name, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
