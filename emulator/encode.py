@@ -29,7 +29,7 @@ from fp4spec.reference import (
     overflow_error,
     significand_is_even,
 )
-from fp4spec.rounding import DEFAULT_SR_BITS, check_rounding
+from fp4spec.rounding import DEFAULT_SR_BITS, UNDERFLOW_POLICIES, check_choice, check_rounding
 
 _SMALL_GRID = 16  # up to this many thresholds, compare pass by pass
 
@@ -169,7 +169,8 @@ def _round_side(a: np.ndarray, fmt: Format, negative: bool, mode: str, cdt, r, s
 
 
 def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits: int = DEFAULT_SR_BITS,
-           overflow: str = "saturate", nan: str = "auto", neg_zero: str = "preserve") -> np.ndarray:
+           overflow: str = "saturate", nan: str = "auto", neg_zero: str = "preserve",
+           underflow: str = "overflow") -> np.ndarray:
     """Vectorized :func:`fp4spec.reference.encode_scalar`: same steps, same results, whole arrays.
 
     Returns uint8 codes (uint16 for formats wider than 8 bits) of x's shape.
@@ -177,11 +178,12 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
     fmt = get_format(fmt)
     mode = check_rounding(rounding)
     nan_policy = check_policies(fmt, overflow, nan, neg_zero)
+    check_choice("underflow", underflow, UNDERFLOW_POLICIES)
     x = as_float_array(x)
     if x.ndim == 0:  # one value: the same steps on a 1-element array, a 0-d result
         rb = check_rbits(rbits, (), sr_bits).reshape(1) if mode == "sr" else rbits
         return encode(x.reshape(1), fmt, mode, rbits=rb, sr_bits=sr_bits, overflow=overflow, nan=nan,
-                      neg_zero=neg_zero).reshape(())
+                      neg_zero=neg_zero, underflow=underflow).reshape(())
     cdt = _compute_dtype(x)
     xc = x.astype(cdt, copy=False)
     r = None
@@ -240,7 +242,9 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
     isnan = np.isnan(xc)
     out_lo &= ~isnan
     if out_lo.any():
-        _apply_out_of_range(out, out_lo, neg, x, fmt, mode, overflow, high=False)
+        tiny = out_lo & (a > 0) & ~(neg & (not fmt.signed)) if underflow == "saturate" else np.zeros_like(out_lo)
+        _apply_out_of_range(out, out_lo & ~tiny, neg, x, fmt, mode, overflow, high=False)
+        _apply_out_of_range(out, tiny, neg, x, fmt, mode, "saturate", high=False)
     out_hi &= ~isnan
     if out_hi.any():
         infinite = out_hi & np.isinf(xc)  # +-Inf is exact: no directed-mode exception (step 7)

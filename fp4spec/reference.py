@@ -17,6 +17,7 @@ from .rounding import (
     NAN_POLICIES,
     NEG_ZERO_POLICIES,
     OVERFLOW_POLICIES,
+    UNDERFLOW_POLICIES,
     check_choice,
     check_rounding,
     choose_neighbour,
@@ -178,7 +179,7 @@ def _out_of_range_code(fmt: Format, x, negative: bool, high: bool, mode: str, ov
 
 def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | None = None,
                   sr_bits: int = DEFAULT_SR_BITS, overflow: str = "saturate", nan: str = "auto",
-                  neg_zero: str = "preserve") -> int:
+                  neg_zero: str = "preserve", underflow: str = "overflow") -> int:
     """Encode one real value into one code of ``fmt`` (the normative algorithm).
 
     ``x`` is any Python/numpy float (or a Fraction); it is read exactly, never through a
@@ -208,11 +209,14 @@ def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | Non
        rounded by a mode rounding toward zero on that side (``rtz``, ``rto``, ``rup`` for
        negatives, ``rdn`` for positives) gives +-max, as IEEE 754 does (an infinite x is exact,
        so +-Inf stays +-Inf, or becomes the NaN, in every mode); ``"error"`` raises
-       OverflowError.
+       OverflowError. With ``underflow="saturate"`` a non-zero ``x`` below the smallest
+       magnitude of a format without zero gives the smallest value whatever ``overflow`` says
+       (zero, and negative values in an unsigned format, still follow ``overflow``).
     """
     fmt = get_format(fmt)
     mode = check_rounding(rounding)
     nan_policy = check_policies(fmt, overflow, nan, neg_zero)
+    check_choice("underflow", underflow, UNDERFLOW_POLICIES)
     if mode == "sr":
         if r is None or not 0 <= int(r) < (1 << sr_bits):
             raise ValueError(f"rbits: random integer {r!r} is not in [0, 2**{sr_bits})")
@@ -237,8 +241,9 @@ def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | Non
     if a >= grid[-1]:
         return _out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow)
     has_low_ext = grid[0] > 0
+    low_policy = "saturate" if underflow == "saturate" and a != 0 else overflow  # step 7
     if has_low_ext and a <= grid[0]:
-        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=overflow)
+        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=low_policy)
     # Step 5
     i = bisect.bisect_right(grid, a) - 1
     lo, hi = grid[i], grid[min(i + 1, len(grid) - 1)]
@@ -247,7 +252,7 @@ def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | Non
     if result == grid[-1]:
         return _out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow)
     if has_low_ext and result == grid[0]:
-        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=overflow)
+        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=low_policy)
     # Step 6
     if result == 0:
         if negative and fmt.has_negative_zero and neg_zero == "preserve":

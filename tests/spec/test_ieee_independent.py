@@ -114,7 +114,7 @@ def toward_zero(mode: str, negative):
     return np.zeros_like(negative)
 
 
-def expected(name: str, x: np.ndarray, mode: str, overflow: str, r=None):
+def expected(name: str, x: np.ndarray, mode: str, overflow: str, r=None, underflow: str = "overflow"):
     """(codes, status) with status 0 in range, 1 above the range, -1 below it, 2 NaN input."""
     sp = SPECS[name]
     negative = np.signbit(x)
@@ -158,6 +158,8 @@ def expected(name: str, x: np.ndarray, mode: str, overflow: str, r=None):
     above = (above | isinf) & ~(below & negative & ~sp.signed)
     below &= ~isnan
     above &= ~isnan
+    tiny = below & ~zero & ~(negative & (not sp.signed)) & (underflow == "saturate")  # underflow="saturate"
+    below &= ~tiny
     # Out of range, by the policy
     if overflow == "saturate":
         hi_code = np.where(negative & sp.signed, (1 << (bits - 1) if sp.kind == "float" else 0) | top_code, top_code)
@@ -175,6 +177,7 @@ def expected(name: str, x: np.ndarray, mode: str, overflow: str, r=None):
         code = np.where(above, np.where(finite_tz, maxc, big), code)
         low = np.where(negative, sp.nan[1], sp.nan[0]) if overflow == "nan" else low_code
         code = np.where(below, low, code)
+    code = np.where(tiny, low_code, code)
     status = np.where(above, 1, np.where(below, -1, 0))
     status = np.where(isnan, 2, status)
     return code, status
@@ -232,6 +235,19 @@ def test_every_bf16_and_fp16_input(name, mode):
                                f"{int(want[keep][bad[0]]):#x}, got {int(got[bad[0]]):#x} ({bad.size} differ)")
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["e8m0", "e6m2"])
+def test_underflow_saturate(name, mode):
+    """underflow="saturate": tiny positive values give the smallest value, zero and negatives NaN."""
+    r = RBITS if mode == "sr" else None
+    kw = dict(rbits=r, sr_bits=SR_BITS) if mode == "sr" else {}
+    want, status = expected(name, X, mode, "nan", r, underflow="saturate")
+    got = fp4spec.encode(X, name, mode, overflow="nan", underflow="saturate", **kw)
+    keep = status != 2  # NaN inputs: test_nan_inputs_every_policy
+    np.testing.assert_array_equal(got[keep], want[keep])
+    assert (status == -1).any() and ((want == 0) & (X > 0) & (X < 2.0**-127)).any()
+
+
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_nan_inputs_every_policy(name):
     fmt = fp4spec.get_format(name)
@@ -269,6 +285,11 @@ def test_scalar_reference_on_edges_and_a_sample(name):
             for i, v in enumerate(x):
                 got = encode_scalar(float(v), name, mode, overflow=overflow, r=int(rb[i]) if mode == "sr" else None)
                 assert got == want[i], f"{name} {mode} overflow={overflow}: x={v!r} expected {int(want[i]):#x}, got {got:#x}"
+        if not fp4spec.get_format(name).has_zero:
+            want, _ = expected(name, x, mode, "nan", rb if mode == "sr" else None, underflow="saturate")
+            got = [encode_scalar(float(v), name, mode, overflow="nan", underflow="saturate",
+                                 r=int(rb[i]) if mode == "sr" else None) for i, v in enumerate(x)]
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {mode} underflow=saturate")
 
 
 @pytest.mark.parametrize("mode", ["rtz", "rup", "rdn", "rto", "rne"])
