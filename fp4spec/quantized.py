@@ -143,6 +143,10 @@ def _max_value(a) -> int | None:
     return int(a.max()) if a.size else None
 
 
+#: Rows of padding the axis before the blocked one may hold for 1D-block schemes (less than this).
+ROW_PAD = 16
+
+
 def _moved(t: tuple, axis: int) -> tuple:
     return t[:axis] + t[axis + 1:] + (t[axis],)
 
@@ -181,9 +185,11 @@ def _check_arrays(q: "QuantizedTensor") -> None:
     if sch.is_2d and nd < 2:
         raise ValueError(f"codes: scheme {sch.name!r} has {r} x {k} tiles and needs at least 2 dimensions")
     for i in range(nd):
-        block = k if i == nd - 1 else (r if sch.is_2d and i == nd - 2 else 1)
-        if cm[i] % block or not sm[i] <= cm[i] < sm[i] + block:
-            where = "the blocked axis" if i == nd - 1 else ("the tile rows" if block > 1 else "an axis that is not blocked")
+        # The blocked axis is padded to whole blocks; the axis before it to whole 16-row tiles
+        # (r-row tiles of 2D schemes; GEMM operands keep 16-row padding for 1D schemes too).
+        block = k if i == nd - 1 else (r if sch.is_2d else ROW_PAD) if i == nd - 2 else 1
+        if (cm[i] % block and (i == nd - 1 or sch.is_2d)) or not sm[i] <= cm[i] < sm[i] + block:
+            where = "the blocked axis" if i == nd - 1 else ("the rows before it" if block > 1 else "an axis that is not blocked")
             raise ValueError(f"shape: {shape} does not match the codes {tuple(codes.shape)} along {where} "
                              f"(codes hold x's length padded to a multiple of {block}, by less than {block})")
     want = tuple(codes.shape[:axis]) + (cm[-1] // k,) + tuple(codes.shape[axis + 1:])

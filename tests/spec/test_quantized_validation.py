@@ -22,7 +22,7 @@ def valid(scheme="mxfp4", shape=(2, 64), **kw):
     (dict(scales=np.zeros((2, 3), np.uint8)), ValueError, "scales: expected shape (2, 2)"),
     (dict(scales=np.zeros((2, 2), np.int16)), TypeError, "scales: expected uint8"),
     (dict(shape=(2, 30)), ValueError, "shape: (2, 30) does not match the codes (2, 64) along the blocked axis"),
-    (dict(shape=(3, 64)), ValueError, "shape: (3, 64) does not match the codes (2, 64) along an axis"),
+    (dict(shape=(3, 64)), ValueError, "shape: (3, 64) does not match the codes (2, 64) along the rows before it"),
     (dict(shape=(2,)), ValueError, "shape: expected 2 non-negative integers"),
     (dict(axis=2), ValueError, "axis: 2 is not an axis of the 2-d codes"),
     (dict(global_scale=1.0), ValueError, "global_scale: scheme 'mxfp4' has no tensor scale"),
@@ -64,7 +64,7 @@ def test_negative_axis_and_list_shape_are_normalized():
 def test_padding_is_less_than_one_block_along_each_tiled_axis():
     fields, q = valid("nvfp4_2d", shape=(20, 40), pad=True)
     assert q.codes.shape == (32, 48)
-    with pytest.raises(ValueError, match="along the tile rows"):
+    with pytest.raises(ValueError, match="along the rows before it"):
         QuantizedTensor(**{**fields, "shape": (16, 40)})
     with pytest.raises(ValueError, match="along the blocked axis"):
         QuantizedTensor(**{**fields, "shape": (20, 32)})
