@@ -20,7 +20,8 @@ scale codes as uint8, the tensor scale as float32). A GPU backend converts at it
 
 Schemes are named by *scheme specs*: a catalogue name (``"nvfp4"``) optionally followed by
 field overrides, ``"mxfp4:scale_rule=rceil"`` or ``"nvfp4:profile=torchao,scale_rule=4over6"``
-(:func:`resolve_scheme`, :func:`scheme_spec`).
+(:mod:`fp4spec.scheme_specs`; :func:`resolve_scheme` and :func:`scheme_spec` here raise
+:class:`BackendError`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from fp4spec.block_schemes import OVERRIDES, Scheme, get_scheme, schemes as _catalogue
+from fp4spec import scheme_specs as _specs
+from fp4spec.block_schemes import Scheme
 from fp4spec.rht import MMA_SIZES, OUT_DTYPES, RHT, RHT_SIZES, arith_names, check_size_arith, resolve_rht
 from fp4spec.rounding import DEFAULT_SR_BITS, ROUNDING_MODES
 
@@ -63,81 +65,22 @@ class Availability:
         return cls(False, reason)
 
 
-# -- scheme specs ----------------------------------------------------------------------------------
-
-def _parse_value(field: str, text: str):
-    if field == "block_shape":
-        try:
-            return tuple(int(p) for p in text.lower().replace("*", "x").split("x"))
-        except ValueError:
-            raise BackendError(f"scheme: block_shape={text!r} is not 'k' or 'rxk' (e.g. 16x16)") from None
-    if field == "block_size":
-        try:
-            return int(text)
-        except ValueError:
-            raise BackendError(f"scheme: block_size={text!r} is not an integer") from None
-    if field in ("element_max", "scale_max"):
-        try:
-            return float(text)
-        except ValueError:
-            raise BackendError(f"scheme: {field}={text!r} is not a number") from None
-    return text
-
+# -- scheme specs (parsed by the spec layer, fp4spec.scheme_specs) ---------------------------------
 
 def resolve_scheme(spec: "str | Scheme") -> Scheme:
-    """A :class:`Scheme` from a scheme spec ``name[:field=value,...]`` (a Scheme passes through).
-
-    Fields are those of :func:`fp4spec.get_scheme` (``scale_rule``, ``profile``,
-    ``block_size``, ``block_shape`` as ``16x16``, ``element``, ``scale``, ``element_max``,
-    ``scale_max``, ``error_mode``). Raises :class:`BackendError` naming the bad part.
-    """
-    if isinstance(spec, Scheme):
-        return spec
-    if not isinstance(spec, str) or not spec.strip():
-        raise BackendError(f"scheme: {spec!r} is not a scheme spec; use a name ({', '.join(_catalogue)}) "
-                           f"optionally followed by ':field=value,...'")
-    name, _, rest = spec.strip().partition(":")
-    overrides = {}
-    for part in filter(None, (p.strip() for p in rest.split(","))):
-        field, eq, value = part.partition("=")
-        field = field.strip()
-        if not eq or field not in OVERRIDES:
-            raise BackendError(f"scheme: {part!r} in {spec!r} is not field=value with field one of "
-                               f"{', '.join(OVERRIDES)}")
-        overrides[field] = _parse_value(field, value.strip())
+    """:func:`fp4spec.scheme_specs.resolve_scheme`, raising :class:`BackendError` (a usage error)."""
     try:
-        return get_scheme(name.strip(), **overrides)
+        return _specs.resolve_scheme(spec)
     except ValueError as exc:
-        raise BackendError(f"scheme: {spec!r}: {exc}") from None
-
-
-_SPEC_FIELDS = ("block_shape", "element", "scale", "scale_rule", "profile", "element_max", "scale_max",
-                "error_mode")
+        raise BackendError(str(exc)) from None
 
 
 def scheme_spec(scheme: "str | Scheme") -> str:
-    """The canonical spec string of a scheme: its name, plus the fields that differ from the
-    catalogue entry of that name (``"mxfp4:scale_rule=rceil"``). ``resolve_scheme`` inverts it."""
-    sch = resolve_scheme(scheme)
-    base = _catalogue.get(sch.name)
-    if base is None:
-        raise BackendError(f"scheme: {sch.name!r} is not a catalogue name; give the scheme a catalogue name "
-                           f"and express the differences as overrides")
-    parts = []
-    for field in _SPEC_FIELDS:
-        value, ref = getattr(sch, field), getattr(base, field)
-        if value == ref:
-            continue
-        if field == "block_shape":
-            text = "x".join(map(str, value))
-        elif field in ("element", "scale"):
-            text = value.name
-        elif isinstance(value, float):
-            text = f"{value:g}"
-        else:
-            text = str(value)
-        parts.append(f"{field}={text}")
-    return sch.name + (":" + ",".join(parts) if parts else "")
+    """:func:`fp4spec.scheme_specs.scheme_spec`, raising :class:`BackendError` (a usage error)."""
+    try:
+        return _specs.scheme_spec(scheme)
+    except ValueError as exc:
+        raise BackendError(str(exc)) from None
 
 
 # -- capabilities ------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from .base import Backend as _Base
 from fp4spec.block_schemes import Scheme, get_scheme
 from fp4spec.number_formats import formats as _formats, get_format
 from fp4spec.quantized import QuantizedTensor
-from fp4spec.rht import RHT_SIZES, fwht_scale, resolve_rht
+from fp4spec.rht import NAN_BITS, RHT_SIZES, fwht_scale, resolve_rht
 
 F32_MAX = float(np.finfo(np.float32).max)
 SIGN_MASK = 0x7FFFFFFF
@@ -288,6 +288,16 @@ def dequantize_two_level_blocks(codes, scales, s_dec, scheme: Scheme):
 _OUT_DTYPES = {"float32": "float32", "float64": "float64", "bfloat16": "bfloat16"}
 
 
+def _pinned_nan(dtype, device):
+    """:data:`fp4spec.rht.NAN_BITS` in ``dtype`` (BF16 0x7FFF): torch's own NaN signs are the
+    host's (its float32 -> bfloat16 cast turns 0x7FFFFFFF into 0xFFFF on the CPU)."""
+    torch = _torch()
+    if dtype == torch.bfloat16:
+        return torch.tensor([NAN_BITS >> 16], dtype=torch.int16).view(torch.bfloat16)[0].to(device)
+    nan32 = torch.tensor([NAN_BITS], dtype=torch.int64).to(torch.int32).view(torch.float32)[0]
+    return nan32.to(dtype).to(device)
+
+
 def apply_rht(x, rht, axis: int = -1):
     """``rht.apply(x, axis)`` for a torch tensor, on its device, for ``arith="fwht-fp32"``:
     steps F1-F5 of :func:`fp4spec.rht.rht` as separate eager float32 ops (the sign product,
@@ -315,6 +325,7 @@ def apply_rht(x, rht, axis: int = -1):
         d *= 2
     y = u * torch.tensor(float(fwht_scale(n)), dtype=torch.float32, device=xm.device)  # F4 (a float32 tensor)
     y = y.reshape(xm.shape).to(getattr(torch, _OUT_DTYPES[rht.out_dtype]))  # F5
+    y = torch.where(torch.isnan(y), _pinned_nan(y.dtype, y.device), y)  # F5: every NaN the positive NaN
     return torch.movedim(y, -1, axis)
 
 

@@ -265,6 +265,10 @@ def encode_elements(y, fmt, rounding: str = "rne", rbits=None, sr_bits: int = DE
         codes = torch.where(neg, _side_tensors(negp, dev)["codes"][idx_n], _side_tensors(pos, dev)["codes"][idx_p])
         out_hi = torch.where(neg, idx_n == negp.top, idx_p == pos.top)
         out_lo = torch.where(neg, (idx_n == 0) if negp.low_ext else no, (idx_p == 0) if pos.low_ext else no)
+    if overflow in ("inf", "nan"):  # +-Inf is exact: its code ignores the directed-mode exception
+        infinite = torch.isinf(y) & out_hi
+        codes = torch.where(infinite, torch.where(neg, _inf_input_code(fmt, True, mode, overflow),
+                                                  _inf_input_code(fmt, False, mode, overflow)), codes)
     if overflow == "error":
         for mask in (out_lo & ~isnan, out_hi & ~isnan):
             if bool(mask.any()):
@@ -277,6 +281,13 @@ def encode_elements(y, fmt, rounding: str = "rne", rbits=None, sr_bits: int = DE
         nan_codes = torch.where(nn, nan_input_code(fmt, policy, True), nan_input_code(fmt, policy, False))
         codes = torch.where(isnan, nan_codes, codes)
     return codes.to(torch.uint8 if fmt.bits <= 8 else torch.uint16)
+
+
+@lru_cache(maxsize=None)
+def _inf_input_code(fmt: Format, negative: bool, mode: str, overflow: str) -> int:
+    from fp4spec.reference import _out_of_range_code
+
+    return _out_of_range_code(fmt, None, negative, True, mode, overflow, infinite=True)
 
 
 @lru_cache(maxsize=None)

@@ -470,6 +470,7 @@ def element_sweep(fmt) -> np.ndarray:
     mags = np.concatenate([_with_neighbours(core), special.astype(np.float32), [0.0]]).astype(np.float32)
     mags = np.unique(mags[np.isfinite(mags) | np.isinf(mags)])
     vals = np.unique((np.concatenate([mags, -mags]) if fmt.signed else mags).astype(np.float32))
+    vals[vals == 0] = 0.0  # np.unique keeps either zero (numpy 1.x: -0.0): make it +0.0
     if fmt.signed:  # np.unique merges -0.0 into 0.0; keep both, -0.0 first
         vals = np.insert(vals, int(np.searchsorted(vals, 0.0)), np.float32(-0.0))
     return vals

@@ -29,7 +29,7 @@ from fp4spec.reference import (
     overflow_error,
     significand_is_even,
 )
-from fp4spec.rounding import DEFAULT_SR_BITS, check_rounding
+from fp4spec.rounding import DEFAULT_SR_BITS, UNDERFLOW_POLICIES, check_choice, check_rounding
 
 _SMALL_GRID = 16  # up to this many thresholds, compare pass by pass
 
@@ -132,7 +132,9 @@ def as_float_array(x) -> np.ndarray:
 def _index(a: np.ndarray, fmt: Format, negative: bool, kind: str, cdt) -> np.ndarray:
     t = _thresholds(fmt, negative, kind, np.dtype(cdt).name)
     if t is None:  # thresholds not exact in float32: fall back to float64
-        return _index(a.astype(np.float64), fmt, negative, kind, np.float64)
+        with np.errstate(invalid="ignore"):  # signalling NaNs (masked later) warn when widened
+            a = a.astype(np.float64)
+        return _index(a, fmt, negative, kind, np.float64)
     return _count(a, t)
 
 
@@ -158,16 +160,17 @@ def _round_side(a: np.ndarray, fmt: Format, negative: bool, mode: str, cdt, r, s
     top = len(side.mags) - 1
     lo = side.mags[down]
     hi = side.mags[np.minimum(down + 1, top)]
-    a64 = a.astype(np.float64)
     scale = float(1 << sr_bits)
     with np.errstate(invalid="ignore", over="ignore"):
+        a64 = a.astype(np.float64)
         take_up = (a64 - lo) * scale >= (scale - r) * (hi - lo)
     take_up &= (a64 > lo) & (down < top)
     return down + take_up
 
 
 def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits: int = DEFAULT_SR_BITS,
-           overflow: str = "saturate", nan: str = "auto", neg_zero: str = "preserve") -> np.ndarray:
+           overflow: str = "saturate", nan: str = "auto", neg_zero: str = "preserve",
+           underflow: str = "overflow") -> np.ndarray:
     """Vectorized :func:`fp4spec.reference.encode_scalar`: same steps, same results, whole arrays.
 
     Returns uint8 codes (uint16 for formats wider than 8 bits) of x's shape.
@@ -175,7 +178,12 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
     fmt = get_format(fmt)
     mode = check_rounding(rounding)
     nan_policy = check_policies(fmt, overflow, nan, neg_zero)
+    check_choice("underflow", underflow, UNDERFLOW_POLICIES)
     x = as_float_array(x)
+    if x.ndim == 0:  # one value: the same steps on a 1-element array, a 0-d result
+        rb = check_rbits(rbits, (), sr_bits).reshape(1) if mode == "sr" else rbits
+        return encode(x.reshape(1), fmt, mode, rbits=rb, sr_bits=sr_bits, overflow=overflow, nan=nan,
+                      neg_zero=neg_zero, underflow=underflow).reshape(())
     cdt = _compute_dtype(x)
     xc = x.astype(cdt, copy=False)
     r = None
@@ -234,10 +242,14 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
     isnan = np.isnan(xc)
     out_lo &= ~isnan
     if out_lo.any():
-        _apply_out_of_range(out, out_lo, neg, x, fmt, mode, overflow, high=False)
+        tiny = out_lo & (a > 0) & ~(neg & (not fmt.signed)) if underflow == "saturate" else np.zeros_like(out_lo)
+        _apply_out_of_range(out, out_lo & ~tiny, neg, x, fmt, mode, overflow, high=False)
+        _apply_out_of_range(out, tiny, neg, x, fmt, mode, "saturate", high=False)
     out_hi &= ~isnan
     if out_hi.any():
-        _apply_out_of_range(out, out_hi, neg, x, fmt, mode, overflow, high=True)
+        infinite = out_hi & np.isinf(xc)  # +-Inf is exact: no directed-mode exception (step 7)
+        _apply_out_of_range(out, out_hi & ~infinite, neg, x, fmt, mode, overflow, high=True)
+        _apply_out_of_range(out, infinite, neg, x, fmt, mode, overflow, high=True, infinite=True)
     if isnan.any():
         if nan_policy == "error":
             raise nan_error(fmt)
@@ -276,7 +288,9 @@ def _round_signed(a, neg, fmt, mode, cdt, r, sr_bits):
     return _round_side(a, fmt, False, mode, cdt, r, sr_bits)
 
 
-def _apply_out_of_range(out, mask, neg, x, fmt, mode, overflow, high):
+def _apply_out_of_range(out, mask, neg, x, fmt, mode, overflow, high, infinite=False):
+    if not mask.any():
+        return
     if overflow == "error":
         first = np.asarray(x)[mask].flat[0] if np.ndim(x) else x
         raise overflow_error(fmt, float(first))
@@ -284,14 +298,14 @@ def _apply_out_of_range(out, mask, neg, x, fmt, mode, overflow, high):
         sel = mask & (neg == negative)
         if not sel.any():
             continue
-        out[sel] = _out_of_range_code_vec(fmt, negative, high, mode, overflow)
+        out[sel] = _out_of_range_code_vec(fmt, negative, high, mode, overflow, infinite)
 
 
 @lru_cache(maxsize=None)
-def _out_of_range_code_vec(fmt, negative, high, mode, overflow):
+def _out_of_range_code_vec(fmt, negative, high, mode, overflow, infinite=False):
     from fp4spec.reference import _out_of_range_code
 
-    return _out_of_range_code(fmt, None, negative, high, mode, overflow)
+    return _out_of_range_code(fmt, None, negative, high, mode, overflow, infinite)
 
 
 def check_rbits(rbits, shape, sr_bits: int) -> np.ndarray:

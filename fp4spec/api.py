@@ -46,7 +46,7 @@ def draw_rbits(shape, sr_bits: int = DEFAULT_SR_BITS, seed=None, *, method: str 
 
 def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits: int = DEFAULT_SR_BITS,
            seed=None, return_rbits: bool = False, overflow: str = "saturate", nan: str = "auto",
-           neg_zero: str = "preserve"):
+           neg_zero: str = "preserve", underflow: str = "overflow"):
     """Encode real values into codes of ``fmt``.
 
     Args:
@@ -59,7 +59,9 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
         sr_bits: random bits per element (default 8, as Blackwell's ``cvt.rs`` for e2m1).
         seed: for ``"sr"`` without ``rbits``: draw them with :func:`draw_rbits`.
         return_rbits: also return the random bits used (``"sr"`` only).
-        overflow, nan, neg_zero: policies, see :func:`fp4spec.reference.encode_scalar`.
+        overflow, nan, neg_zero, underflow: policies, see :func:`fp4spec.reference.encode_scalar`
+            (``underflow="saturate"``: a tiny positive value into E8M0 / E6M2 gives the smallest
+            value even under ``overflow="nan"``, as ml_dtypes 0.7).
 
     Returns:
         uint8 codes of x's shape (or ``(codes, rbits)`` with ``return_rbits=True``).
@@ -71,7 +73,7 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
     elif seed is not None and rounding != "sr":
         raise ValueError(f"seed: only used with rounding='sr', not {rounding!r}")
     codes = _encode(x, fmt, rounding, rbits=rbits, sr_bits=sr_bits, overflow=overflow, nan=nan,
-                    neg_zero=neg_zero)
+                    neg_zero=neg_zero, underflow=underflow)
     if return_rbits:
         if rounding != "sr":
             raise ValueError("return_rbits: only meaningful with rounding='sr'")

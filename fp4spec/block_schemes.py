@@ -264,7 +264,11 @@ OVERRIDES = ("block_size", "block_shape", "element", "scale", "scale_rule", "pro
 
 
 def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
-    """Look up a scheme by name and apply overrides (a :class:`Scheme` passes through).
+    """Look up a scheme by name or scheme spec and apply overrides (a :class:`Scheme` passes through).
+
+    ``name`` may be a scheme spec, ``"mxfp4:scale_rule=rceil"`` (:mod:`fp4spec.scheme_specs`);
+    its fields and the keyword overrides are applied together (a field given in both is a
+    ValueError).
 
     Overrides (all optional):
         block_size: elements per block along the axis (keeps 2D tiles square-rowed:
@@ -283,6 +287,14 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
         get_scheme("nvfp4", scale_rule="4over6", scale_max=256, error_mode="mse")
         get_scheme("ufp4", block_size=32, element_max=3.5)
     """
+    if isinstance(name, str) and ":" in name:
+        from .scheme_specs import parse_scheme_spec
+
+        name, in_spec = parse_scheme_spec(name)
+        twice = sorted(set(in_spec) & set(overrides))
+        if twice:
+            raise ValueError(f"{twice[0]}: given both in the scheme spec and as a keyword; pass it once")
+        overrides = {**in_spec, **overrides}
     if isinstance(name, Scheme):
         base = name
     else:

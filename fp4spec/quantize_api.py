@@ -502,6 +502,7 @@ def dequantize(q: QuantizedTensor):
     """
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
+    _check_scale_codes(q)
     if q.is_torch:
         return _dequantize_tensor(q)
     sch = q.scheme
@@ -523,6 +524,19 @@ def dequantize(q: QuantizedTensor):
         out = out.reshape(codes.shape)
     out = np.moveaxis(out, -1, q.axis)
     return np.ascontiguousarray(out[tuple(slice(0, n) for n in q.shape)])
+
+
+def _check_scale_codes(q: QuantizedTensor) -> None:
+    """Scale bytes beyond the scale format's codes (UE4M3 has 7 bits; a float8_e4m3fn byte with
+    its sign bit set is not one) cannot be dequantized: a ValueError naming them. A
+    QuantizedTensor keeps such bytes (what a GEMM makes of them is its model's policy)."""
+    from .quantized import _max_value
+
+    top = (1 << q.scheme.scale.bits) - 1
+    m = _max_value(q.scales)
+    if m is not None and m > top:
+        raise ValueError(f"scales: {q.scheme.scale.name} scale codes are {q.scheme.scale.bits}-bit (0..{top:#x}); "
+                         f"found {m:#x}, which dequantize cannot decode (bit 7 of a float8_e4m3fn byte is its sign)")
 
 
 def _dequantize_tensor(q: QuantizedTensor):

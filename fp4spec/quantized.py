@@ -31,11 +31,12 @@ read-only: a QuantizedTensor holds them as given, so do not modify them in place
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import sys
 
 import numpy as np
 
-from .block_schemes import Scheme
+from .block_schemes import Scheme, get_scheme
 from .rht import RHT
 
 _ARRAYS = ("codes", "scales", "e1_8", "e1_16")
@@ -107,6 +108,110 @@ def _tensor_fields(fields: dict, global_scale):
     return torch.tensor(float(np.float32(global_scale)), dtype=torch.float32, device=device)
 
 
+def _as_scheme(scheme) -> Scheme:
+    if isinstance(scheme, Scheme):
+        return scheme
+    if isinstance(scheme, str):
+        return get_scheme(scheme)  # names and specs ("mxfp4:scale_rule=rceil"); ValueError names it
+    raise TypeError(f"scheme: expected a scheme name, a scheme spec or an fp4spec.Scheme, got {type(scheme).__name__}")
+
+
+def _check_global_scale_presence(scheme: Scheme, g) -> None:
+    if scheme.global_scale is not None and g is None:
+        raise ValueError(f"global_scale: scheme {scheme.name!r} has a float32 tensor scale; got None")
+    if scheme.global_scale is None and g is not None:
+        raise ValueError(f"global_scale: scheme {scheme.name!r} has no tensor scale; expected None, got {g!r}")
+
+
+def _f32_scalar(g) -> np.float32:
+    a = np.asarray(g)
+    if a.size != 1 or a.dtype.kind not in "fiu" or a.dtype == bool:
+        raise TypeError(f"global_scale: expected one real number (the float32 decode multiplier), got {g!r}")
+    return np.float32(a.reshape(()))
+
+
+def _dtype_name(a) -> str:
+    return str(a.dtype).removeprefix("torch.")
+
+
+def _max_value(a) -> int | None:
+    """The largest entry (None if empty, or a torch tensor off the CPU: not scanned)."""
+    if _is_torch(a):
+        if a.device.type != "cpu" or a.numel() == 0:
+            return None
+        return int(a.max())
+    return int(a.max()) if a.size else None
+
+
+#: Rows of padding the axis before the blocked one may hold for 1D-block schemes (less than this).
+ROW_PAD = 16
+
+
+def _moved(t: tuple, axis: int) -> tuple:
+    return t[:axis] + t[axis + 1:] + (t[axis],)
+
+
+def _check_arrays(q: "QuantizedTensor") -> None:
+    """Dtypes, code ranges and shapes of a QuantizedTensor (see ``__post_init__``)."""
+    sch = q.scheme
+    hif4 = sch.structure == "hif4"
+    for name in _ARRAYS:
+        a = getattr(q, name)
+        if a is None:
+            if name in ("codes", "scales") or hif4:
+                raise ValueError(f"{name}: scheme {sch.name!r} needs it; got None")
+            continue
+        if name.startswith("e1_") and not hif4:
+            raise ValueError(f"{name}: only HiF4 has micro-exponent bits; scheme {sch.name!r} has none, expected None")
+        if _dtype_name(a) != "uint8":
+            raise TypeError(f"{name}: expected uint8, got dtype {_dtype_name(a)}")
+    codes = q.codes
+    nd = codes.ndim
+    if nd == 0:
+        raise ValueError("codes: expected an array of at least 1 dimension, got a 0-d array")
+    if isinstance(q.axis, bool) or not isinstance(q.axis, numbers.Integral) or not -nd <= int(q.axis) < nd:
+        raise ValueError(f"axis: {q.axis!r} is not an axis of the {nd}-d codes")
+    axis = int(q.axis) % nd
+    object.__setattr__(q, "axis", axis)
+    shape = q.shape
+    if (not isinstance(shape, (tuple, list)) or len(shape) != nd
+            or not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 0 for n in shape)):
+        raise ValueError(f"shape: expected {nd} non-negative integers (x's shape before padding, as the codes "
+                         f"{tuple(codes.shape)}), got {shape!r}")
+    shape = tuple(int(n) for n in shape)
+    object.__setattr__(q, "shape", shape)
+    cm, sm = _moved(tuple(codes.shape), axis), _moved(shape, axis)
+    k, r = sch.block_size, sch.tile_rows
+    if sch.is_2d and nd < 2:
+        raise ValueError(f"codes: scheme {sch.name!r} has {r} x {k} tiles and needs at least 2 dimensions")
+    for i in range(nd):
+        # The blocked axis is padded to whole blocks; the axis before it to whole 16-row tiles
+        # (r-row tiles of 2D schemes; GEMM operands keep 16-row padding for 1D schemes too).
+        block = k if i == nd - 1 else (r if sch.is_2d else ROW_PAD) if i == nd - 2 else 1
+        if (cm[i] % block and (i == nd - 1 or sch.is_2d)) or not sm[i] <= cm[i] < sm[i] + block:
+            where = "the blocked axis" if i == nd - 1 else ("the rows before it" if block > 1 else "an axis that is not blocked")
+            raise ValueError(f"shape: {shape} does not match the codes {tuple(codes.shape)} along {where} "
+                             f"(codes hold x's length padded to a multiple of {block}, by less than {block})")
+    want = tuple(codes.shape[:axis]) + (cm[-1] // k,) + tuple(codes.shape[axis + 1:])
+    if tuple(q.scales.shape) != want:
+        raise ValueError(f"scales: expected shape {want} (one scale per block of {k} along axis {axis} of the "
+                         f"codes {tuple(codes.shape)}), got {tuple(q.scales.shape)}")
+    if hif4:
+        for name, n in (("e1_8", 8), ("e1_16", 16)):
+            got = tuple(getattr(q, name).shape)
+            if got != want + (n,):
+                raise ValueError(f"{name}: expected shape {want + (n,)} (scales + ({n},)), got {got}")
+    top = (1 << sch.element.bits) - 1
+    m = _max_value(codes)
+    if m is not None and m > top:
+        raise ValueError(f"codes: {sch.element.name} codes are {sch.element.bits}-bit (0..{top}); found {m}")
+    if hif4:
+        for name in ("e1_8", "e1_16"):
+            m = _max_value(getattr(q, name))
+            if m is not None and m > 1:
+                raise ValueError(f"{name}: expected bits (0 or 1); found {m}")
+
+
 def _f32_bits(g) -> np.uint32 | None:
     if g is None:
         return None
@@ -137,19 +242,27 @@ class QuantizedTensor:
     rht: RHT | None = None
 
     def __post_init__(self):
+        """Validate and normalize every field (ValueError / TypeError naming the field):
+        the scheme (a name or spec string is resolved), uint8 arrays, codes within the
+        element format's range, the shapes of scales and of the HiF4 bits against the codes,
+        ``shape`` against the codes (padding less than one block), a tensor scale iff the
+        scheme has one. Torch tensors off the CPU are not scanned for their values (that
+        would synchronize the device); :meth:`to_numpy` checks them."""
+        object.__setattr__(self, "scheme", _as_scheme(self.scheme))
         fields = {name: getattr(self, name) for name in _ARRAYS}
+        _check_global_scale_presence(self.scheme, self.global_scale)
         if any(_is_torch(a) for a in fields.values()):
             object.__setattr__(self, "global_scale", _tensor_fields(fields, self.global_scale))
         else:
             for name, a in fields.items():
                 object.__setattr__(self, name, _readonly(a))
             if self.global_scale is not None:
-                object.__setattr__(self, "global_scale", np.float32(self.global_scale))
-        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+                object.__setattr__(self, "global_scale", _f32_scalar(self.global_scale))
         if not isinstance(self.backend, str) or not self.backend:
             raise ValueError(f"backend: expected a backend name (a non-empty string), got {self.backend!r}")
         if self.rht is not None and not isinstance(self.rht, RHT):
             raise ValueError(f"rht: expected None or an fp4spec.rht.RHT, got {self.rht!r}")
+        _check_arrays(self)
 
     @classmethod
     def from_moved(cls, codes, scales, global_scale, scheme: Scheme, axis: int, shape, *, e1_8=None, e1_16=None,

@@ -17,6 +17,7 @@ from .rounding import (
     NAN_POLICIES,
     NEG_ZERO_POLICIES,
     OVERFLOW_POLICIES,
+    UNDERFLOW_POLICIES,
     check_choice,
     check_rounding,
     choose_neighbour,
@@ -156,8 +157,9 @@ def nan_input_code(fmt: Format, policy: str, negative: bool) -> int:
     raise nan_error(fmt)
 
 
-def _out_of_range_code(fmt: Format, x, negative: bool, high: bool, mode: str, overflow: str) -> int:
-    """Step 7 of :func:`encode_scalar`."""
+def _out_of_range_code(fmt: Format, x, negative: bool, high: bool, mode: str, overflow: str,
+                       infinite: bool = False) -> int:
+    """Step 7 of :func:`encode_scalar` (``infinite``: x is +-Inf, which is not rounded)."""
     if overflow == "error":
         raise overflow_error(fmt, x)
     if high:
@@ -168,7 +170,7 @@ def _out_of_range_code(fmt: Format, x, negative: bool, high: bool, mode: str, ov
     else:  # below the smallest magnitude of a format without zero
         mag = magnitude_grid(fmt, negative)[1]
         end = -mag if negative else mag
-    if overflow == "saturate" or (high and rounds_toward_zero(mode, negative)):
+    if overflow == "saturate" or (high and not infinite and rounds_toward_zero(mode, negative)):
         return _code_of(fmt, end)
     if overflow == "inf":
         return inf_code(fmt, negative) if high else _code_of(fmt, end)
@@ -177,7 +179,7 @@ def _out_of_range_code(fmt: Format, x, negative: bool, high: bool, mode: str, ov
 
 def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | None = None,
                   sr_bits: int = DEFAULT_SR_BITS, overflow: str = "saturate", nan: str = "auto",
-                  neg_zero: str = "preserve") -> int:
+                  neg_zero: str = "preserve", underflow: str = "overflow") -> int:
     """Encode one real value into one code of ``fmt`` (the normative algorithm).
 
     ``x`` is any Python/numpy float (or a Fraction); it is read exactly, never through a
@@ -190,9 +192,11 @@ def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | Non
        sign (ml_dtypes); ``"error"``: raise. (``"auto"``: ``"nan"`` if the format has NaN, else
        ``"error"``.)
     3. A negative non-zero ``x`` in an unsigned format is out of range below (step 7).
-    4. Take the magnitudes representable with x's sign, extended by one point beyond each open
-       end (:func:`magnitude_grid`). If ``a`` lies at or beyond an extension point (+-Inf
-       included), it is out of range (step 7).
+    4. An infinite ``x`` is not rounded: it is out of range above, whatever the rounding mode
+       (step 7, the directed-mode exception does not apply). Otherwise take the magnitudes
+       representable with x's sign, extended by one point beyond each open end
+       (:func:`magnitude_grid`). If ``a`` lies at or beyond an extension point, it is out of
+       range (step 7).
     5. Otherwise find adjacent magnitudes ``lo <= a <= hi`` and round with
        :func:`fp4spec.rounding.choose_neighbour`. A result on an extension point is out of
        range (step 7).
@@ -201,13 +205,18 @@ def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | Non
        ``neg_zero="preserve"``, else +0.
     7. Out of range, by the ``overflow`` policy: ``"saturate"`` gives the nearest finite end
        of the range (+-max; the smallest value at the low end of an unsigned or zero-less
-       format); ``"inf"`` gives +-Inf and ``"nan"`` the quiet NaN, except that modes rounding
-       toward zero on that side (``rtz``, ``rto``, ``rup`` for negatives, ``rdn`` for positives)
-       give +-max, as IEEE 754 does; ``"error"`` raises OverflowError.
+       format); ``"inf"`` gives +-Inf and ``"nan"`` the quiet NaN, except that a *finite* x
+       rounded by a mode rounding toward zero on that side (``rtz``, ``rto``, ``rup`` for
+       negatives, ``rdn`` for positives) gives +-max, as IEEE 754 does (an infinite x is exact,
+       so +-Inf stays +-Inf, or becomes the NaN, in every mode); ``"error"`` raises
+       OverflowError. With ``underflow="saturate"`` a non-zero ``x`` below the smallest
+       magnitude of a format without zero gives the smallest value whatever ``overflow`` says
+       (zero, and negative values in an unsigned format, still follow ``overflow``).
     """
     fmt = get_format(fmt)
     mode = check_rounding(rounding)
     nan_policy = check_policies(fmt, overflow, nan, neg_zero)
+    check_choice("underflow", underflow, UNDERFLOW_POLICIES)
     if mode == "sr":
         if r is None or not 0 <= int(r) < (1 << sr_bits):
             raise ValueError(f"rbits: random integer {r!r} is not in [0, 2**{sr_bits})")
@@ -227,11 +236,14 @@ def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | Non
         return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=overflow)
     grid = magnitude_grid(fmt, negative and fmt.signed)
     # Step 4
-    if a is None or a >= grid[-1]:
+    if a is None:
+        return _out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow, infinite=True)
+    if a >= grid[-1]:
         return _out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow)
     has_low_ext = grid[0] > 0
+    low_policy = "saturate" if underflow == "saturate" and a != 0 else overflow  # step 7
     if has_low_ext and a <= grid[0]:
-        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=overflow)
+        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=low_policy)
     # Step 5
     i = bisect.bisect_right(grid, a) - 1
     lo, hi = grid[i], grid[min(i + 1, len(grid) - 1)]
@@ -240,7 +252,7 @@ def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | Non
     if result == grid[-1]:
         return _out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow)
     if has_low_ext and result == grid[0]:
-        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=overflow)
+        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=low_policy)
     # Step 6
     if result == 0:
         if negative and fmt.has_negative_zero and neg_zero == "preserve":

@@ -346,6 +346,8 @@ def _blockwise(x, size, seed, signs, axis, out_dtype, inverse: bool, arith: str 
         else:
             y = fwht_fp32(blocks * s) * c  # steps F2-F4
         assert y.dtype == np.float32  # no silent promotion (NumPy 2 scalar rules)
+        out = np.moveaxis(y.reshape(moved.shape), -1, axis)
+        return np.ascontiguousarray(_pinned_output(out, dt))  # F5
     else:
         s = s8.astype(np.float64)
         moved = np.moveaxis(a.astype(np.float64), axis, -1)
@@ -357,7 +359,22 @@ def _blockwise(x, size, seed, signs, axis, out_dtype, inverse: bool, arith: str 
             z = (blocks * s) @ h  # steps of rht: (x * s) @ H
         y = z / math.sqrt(size)
     out = np.moveaxis(y.reshape(moved.shape), -1, axis)
-    return np.ascontiguousarray(out.astype(dt))
+    return np.ascontiguousarray(_pinned_output(out, dt))
+
+
+#: The float32 bits of every NaN the transform outputs (NVIDIA's canonical NaN; BF16 0x7FFF).
+NAN_BITS = 0x7FFFFFFF
+
+
+def _pinned_output(y: np.ndarray, dt) -> np.ndarray:
+    """F5 and the float64 arithmetic's conversion, pinned: every NaN becomes :data:`NAN_BITS`
+    (positive: a NaN's sign is the host's otherwise, and E4M3/E5M2 codes keep it); BF16 by
+    RNE on the float32 bits (float64 first rounded to float32), not by the ml_dtypes cast,
+    whose float64 -> bfloat16 rounding changed in ml_dtypes 0.7."""
+    if dt == np.dtype(ml_dtypes.bfloat16):
+        return bf16_rne(y.astype(np.float32), NAN_BITS)
+    nan = np.array([NAN_BITS], np.uint32).view(np.float32)[0]
+    return np.where(np.isnan(y), nan, y).astype(dt)
 
 
 def rht(x, size: int = 16, *, seed=None, signs=None, axis: int = -1, out_dtype=None,
@@ -382,9 +399,9 @@ def rht(x, size: int = 16, *, seed=None, signs=None, axis: int = -1, out_dtype=N
     widened input (float16/bfloat16/float32/integers are read exactly), in numpy's matmul
     order, then divided by the float64 ``sqrt(size)`` (exact for 16 and 64) and converted
     to ``out_dtype``: ``"float32"``, ``"float64"`` or ``"bfloat16"``. ``None`` means
-    float64 for float64 input and float32 otherwise. The conversion to ``"bfloat16"`` is
-    ml_dtypes' cast, which goes through float32: two RNE roundings (float64 -> float32 ->
-    bfloat16), not one.
+    float64 for float64 input and float32 otherwise. The conversion to ``"bfloat16"`` goes
+    through float32: two RNE roundings (float64 -> float32 -> bfloat16), not one. NaNs are
+    output as in F5.
 
     ``arith="fwht-fp32"`` (pinned; :class:`RHT`'s default, what quantize and the kernels
     run), per row of ``size`` elements:
@@ -399,8 +416,10 @@ def rht(x, size: int = 16, *, seed=None, signs=None, axis: int = -1, out_dtype=N
       natural order).
     - F4. ``y_j = fp32(u_j * c)`` with ``c = fp32(1/sqrt(size))`` (0.25 for 16, exact power
       of two for 16 and 64; RNE of the real number for 32 and 128: :func:`fwht_scale`).
-    - F5. Round y to ``out_dtype`` (RNE; ``"bfloat16"`` via ml_dtypes; ``"float32"`` = y;
-      ``"float64"`` = y widened exactly). ``None`` means ``"float32"``.
+    - F5. Round y to ``out_dtype`` (``"bfloat16"``: RNE on the float32 bits; ``"float32"`` =
+      y; ``"float64"`` = y widened exactly), every NaN as the positive NaN
+      :data:`NAN_BITS` = 0x7FFFFFFF (BF16 0x7FFF): IEEE leaves a NaN's sign to the host, and
+      E4M3 / E5M2 codes keep the sign of a NaN. ``None`` means ``"float32"``.
 
     Every fp32 operation is one IEEE-754 binary32 operation with round-to-nearest-even and
     subnormals kept (no flush to zero); infinities and NaNs propagate as IEEE says.
@@ -462,8 +481,8 @@ def rht(x, size: int = 16, *, seed=None, signs=None, axis: int = -1, out_dtype=N
     * Zero signs: every zero mma returns is +0.0 under sm90-bf16 (``-0.0`` inputs, exact
       cancellations, negative sums truncated to zero); fwht-fp32 gives -0.0 where IEEE
       signed-zero sums do (an all -0.0 row gives ``y_14 = -0.0`` with TE's signs).
-    * NaN bits: mma's NaN is the model's (0x7FFFFFFF, BF16 0x7FFF); fwht-fp32's is the
-      host's IEEE NaN.
+    * NaN bits: none; both output the positive NaN 0x7FFFFFFF (BF16 0x7FFF): mma's is
+      the model's, fwht-fp32's is pinned in F5.
 
     Relation to TE: TE runs the product ``x_row . diag(s) . H16 / 4`` on MMA hardware with
     FP32 accumulation, then rounds to BF16. ``arith="mma:sm90-bf16"`` is that product on a

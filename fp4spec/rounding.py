@@ -33,6 +33,12 @@ OVERFLOW_POLICIES = ("saturate", "nan", "inf", "error")
 #: ``nan=``: what a NaN input becomes. ``"nan"`` needs a format with NaN; ``"auto"`` is
 #: ``"nan"`` where the format has NaN and ``"error"`` where it has none.
 NAN_POLICIES = ("auto", "nan", "error", "max", "zero", "signed_zero")
+#: ``underflow=``: what a positive (non-zero) value below the smallest magnitude of a format
+#: without zero (E8M0, E6M2) becomes: ``"overflow"`` -- what the ``overflow`` policy gives at
+#: that end; ``"saturate"`` -- the smallest value, whatever ``overflow`` says (ml_dtypes 0.7's
+#: E8M0 cast: tiny x -> 0x00, while 0 and overflows -> NaN). Zero and negative values in an
+#: unsigned format always follow ``overflow``.
+UNDERFLOW_POLICIES = ("overflow", "saturate")
 #: ``neg_zero=``: what -0.0 and negative values that round to zero become.
 NEG_ZERO_POLICIES = ("preserve", "flush")
 

@@ -2,15 +2,26 @@
 
 ml_dtypes' ``astype`` is RNE with these implementation-defined choices (formats.md 5):
 e2m1/e2m3/e3m2 saturate and map NaN to the zero of the opposite sign; e4m3 and e8m0 map
-overflow (and Inf) to NaN; e5m2 overflows to Inf. fp4spec's defaults differ (saturate;
-NaN into a NaN-less format is an error); the divergence tests pin that.
+overflow (and Inf) to NaN; e5m2 overflows to Inf; e8m0 maps tiny positive values to 0x00
+but 0 to NaN. fp4spec's defaults differ (saturate; NaN into a NaN-less format is an error);
+the divergence tests pin that.
+
+Version-aware: the expectations follow :func:`fp4spec.profiles.ml_dtypes.policies_for` of the
+installed release (0.7 changed the bf16, e8m0 and int4 casts); CI runs this file against the
+oldest and the newest allowed ml_dtypes.
 """
+
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import fp4spec
+from fp4spec.profiles import ml_dtypes as ml_profile
+
+POLICIES = ml_profile.policies_for(ml_dtypes.__version__)
+E8M0 = dict(overflow="nan", underflow="saturate")
 
 ML = {
     "e2m1": (ml_dtypes.float4_e2m1fn, dict(overflow="saturate", nan="signed_zero")),
@@ -18,7 +29,7 @@ ML = {
     "e3m2": (ml_dtypes.float6_e3m2fn, dict(overflow="saturate", nan="signed_zero")),
     "e4m3": (ml_dtypes.float8_e4m3fn, dict(overflow="nan")),
     "e5m2": (ml_dtypes.float8_e5m2, dict(overflow="inf")),
-    "e8m0": (ml_dtypes.float8_e8m0fnu, dict(overflow="nan")),
+    "e8m0": (ml_dtypes.float8_e8m0fnu, E8M0),
 }
 
 ALL_BF16 = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
@@ -29,20 +40,25 @@ def ml_codes(x, dtype):
         return np.asarray(x).astype(dtype).view(np.uint8)
 
 
-def e8m0_comparable(x32):
-    """Inputs where ml_dtypes' e8m0 cast is a plain RNE: not below 2^-127 (see the divergence test)."""
-    return ~((np.abs(x32) < 2.0**-126) & (x32 != 0))
+def fp4spec_codes(x, fmt):
+    """fp4spec's codes under ml_dtypes' policies of the installed release."""
+    dtype, policy = ML[fmt]
+    codes = fp4spec.encode(x, fmt, **policy)
+    if fmt == "e8m0" and POLICIES["e8m0_cast"] == "rne_subnormals_up":  # 0.5.1 - 0.6.x
+        x32 = np.asarray(x, np.float32)
+        tiny = (x32 > 0) & (x32 < 2.0**-126)
+        codes = np.where(tiny, np.where(x32 <= 2.0**-127, 0x00, 0x01), codes).astype(np.uint8)
+    return codes
 
 
 @pytest.mark.parametrize("fmt", sorted(ML))
 def test_every_bfloat16(fmt):
-    dtype, policy = ML[fmt]
+    dtype, _ = ML[fmt]
     x = ALL_BF16
-    keep = np.ones(len(x), bool) if fmt != "e8m0" else e8m0_comparable(x.astype(np.float32))
-    got = fp4spec.encode(x[keep], fmt, **policy)
-    expected = ml_codes(x[keep].astype(np.float32), dtype)
+    got = fp4spec_codes(x, fmt)
+    expected = ml_codes(x.astype(np.float32), dtype)
     mismatch = np.flatnonzero(got != expected)
-    assert mismatch.size == 0, f"first mismatch at x={x[keep][mismatch[0]]}: ml_dtypes {expected[mismatch[0]]:#x}, fp4spec {got[mismatch[0]]:#x}"
+    assert mismatch.size == 0, f"first mismatch at x={x[mismatch[0]]}: ml_dtypes {expected[mismatch[0]]:#x}, fp4spec {got[mismatch[0]]:#x}"
 
 
 @pytest.mark.parametrize("fmt", sorted(ML))
@@ -55,9 +71,9 @@ def test_random_float32(fmt):
         rng.uniform(-2 * f.max, 2 * f.max, 100_000).astype(np.float32),
         (rng.standard_normal(100_000) * 2.0 ** rng.integers(-40, 40, 100_000)).astype(np.float32),
     ])
-    if fmt == "e8m0":
-        x = x[e8m0_comparable(x)]
-    np.testing.assert_array_equal(fp4spec.encode(x, fmt, **policy), ml_codes(x, dtype))
+    if fmt == "e8m0":  # and every float32 subnormal scale
+        x = np.concatenate([x, rng.integers(1, 1 << 23, 100_000, dtype=np.uint32).view(np.float32)])
+    np.testing.assert_array_equal(fp4spec_codes(x, fmt), ml_codes(x, dtype))
 
 
 def test_divergence_defaults_differ_from_ml_dtypes():
@@ -77,19 +93,56 @@ def test_divergence_defaults_differ_from_ml_dtypes():
     assert fp4spec.encode(z, "e8m0").tolist() == [0x00, 0x00]  # saturate to 2^-127
 
 
-def test_divergence_e8m0_below_two_to_minus_126():
-    """ml_dtypes rounds tiny e8m0 inputs up from float32 subnormals: 2^-128 -> 2^-127 and
-    1.4 * 2^-127 -> 2^-126. fp4spec rounds on the exact value: 1.4 * 2^-127 -> 2^-127, and
-    2^-128 is an RNE tie with the predecessor 2^-128 itself, i.e. below the range."""
-    x = np.array([2.0**-128, 1.4 * 2.0**-127], np.float32)
-    assert ml_codes(x, ml_dtypes.float8_e8m0fnu).tolist() == [0x00, 0x01]
-    assert fp4spec.encode(x, "e8m0", overflow="nan").tolist() == [0xFF, 0x00]
-    assert fp4spec.encode(x, "e8m0").tolist() == [0x00, 0x00]
+def test_e8m0_tiny_values_saturate_but_zero_is_nan():
+    """ml_dtypes (every allowed release): 0 < x below 2^-127 -> 0x00, 0 and -0.0 -> NaN 0xFF;
+    expressible as encode(x, "e8m0", overflow="nan", underflow="saturate")."""
+    x = np.array([2.0**-149, 2.0**-130, 1.4 * 2.0**-128, 2.0**-128, 0.0, -0.0], np.float32)
+    assert ml_codes(x, ml_dtypes.float8_e8m0fnu).tolist() == [0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF]
+    assert fp4spec.encode(x, "e8m0", **E8M0).tolist() == [0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF]
+    assert fp4spec.encode(x, "e8m0", overflow="nan").tolist() == [0xFF] * 6  # below the range -> NaN
+    assert POLICIES["e8m0_underflow"] == "saturate" and POLICIES["e8m0_zero"] == "nan"
 
 
-def test_int4_ml_dtypes_truncates_and_wraps():
-    """ml_dtypes' int4 cast truncates toward zero and wraps mod 16 (9.0 -> -7); fp4spec rounds and saturates."""
-    x = np.array([9.0, 7.9, -2.5], np.float32)
-    assert x.astype(ml_dtypes.int4).astype(np.int8).tolist() == [-7, 7, -2]
-    assert fp4spec.decode(fp4spec.encode(x, "int4"), "int4").tolist() == [7, 7, -2]
-    assert fp4spec.decode(fp4spec.encode(x, "int4", "rtz"), "int4").tolist() == [7, 7, -2]
+def test_e8m0_between_two_to_minus_127_and_minus_126():
+    """0.7 rounds on the exact value (1.4 * 2^-127 -> 2^-127, 1.5 * 2^-127 ties up to 2^-126);
+    0.5.1 - 0.6.x round up from float32 subnormals (1.4 * 2^-127 -> 2^-126)."""
+    x = np.array([1.4 * 2.0**-127, 1.5 * 2.0**-127], np.float32)
+    old = POLICIES["e8m0_cast"] == "rne_subnormals_up"
+    assert ml_codes(x, ml_dtypes.float8_e8m0fnu).tolist() == ([0x01, 0x01] if old else [0x00, 0x01])
+    assert fp4spec.encode(x, "e8m0", **E8M0).tolist() == [0x00, 0x01]
+
+
+def int4_by_policy(x: np.ndarray, policy: str) -> list[int]:
+    t = np.trunc(x)
+    if policy == "truncate_wrap":
+        return [int((v + 8) % 16 - 8) for v in t]
+    return [int(v) if -8 <= v <= 7 else 0 for v in t]
+
+
+def test_int4_ml_dtypes_truncates():
+    """ml_dtypes' int4 cast truncates toward zero: 0.5.1 - 0.6 wrap mod 16 (9.0 -> -7), 0.7 gives 0
+    outside -8..7 (9.0 -> 0); fp4spec rounds and saturates."""
+    x = np.array([9.0, 7.9, -2.5, -8.5, 16.0, -9.0], np.float32)
+    with np.errstate(invalid="ignore"):
+        assert x.astype(ml_dtypes.int4).astype(np.int8).tolist() == int4_by_policy(x, POLICIES["int4_cast"])
+    assert fp4spec.decode(fp4spec.encode(x, "int4"), "int4").tolist() == [7, 7, -2, -8, 7, -8]
+    assert fp4spec.decode(fp4spec.encode(x, "int4", "rtz"), "int4").tolist() == [7, 7, -2, -8, 7, -8]
+
+
+def test_bf16_from_float64():
+    """0.7 rounds float64 -> bfloat16 once; 0.5.1 - 0.6 go through float32 (a double rounding)."""
+    v = np.array([1 + 2**-8 + 2**-30, -(1 + 2**-8 + 2**-30), 1 + 2**-8, 1 + 3 * 2**-8])
+    once = [1 + 2**-7, -(1 + 2**-7), 1.0, 1 + 2**-6]
+    twice = [1.0, -1.0, 1.0, 1 + 2**-6]
+    got = v.astype(ml_dtypes.bfloat16).astype(np.float64).tolist()
+    assert got == (twice if POLICIES["bf16_cast"] == "via_float32" else once)
+
+
+def test_pyproject_allows_exactly_the_described_releases():
+    tomllib = pytest.importorskip("tomllib")
+    deps = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"ml_dtypes{ml_profile.VERSIONS}" in deps
+    with pytest.raises(ValueError, match="outside the releases"):
+        ml_profile.policies_for("0.5.0")
+    assert ml_profile.policies_for("0.6.0")["int4_cast"] == "truncate_wrap"
+    assert ml_profile.policies_for("0.7.0") == dict(ml_profile.PROFILE.policies)

@@ -263,6 +263,20 @@ def plot_depth(path: Path, curves_by_rht: dict) -> None:
 
 # -- the report ---------------------------------------------------------------------------
 
+class MissingExtra(ImportError):
+    """An optional dependency of a command is not installed; the message names the extra."""
+
+
+def require_matplotlib() -> None:
+    """MissingExtra at once (not after the computation) if matplotlib, which draws the
+    report's figures, cannot be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise MissingExtra("the analysis report draws its figures with matplotlib, which is not installed; "
+                           "install it with: pip install 'fp4spec[analysis]'") from None
+
+
 def run_analyze(schemes: Sequence = SCHEMES, out_dir="analysis", *, seed: int = 0, quick: bool = False,
                 progress: bool = True) -> Path:
     """Run the whole analysis and write the report; returns the path of ``report.md``.
@@ -281,6 +295,7 @@ def run_analyze(schemes: Sequence = SCHEMES, out_dir="analysis", *, seed: int = 
     The full run takes well under 2 minutes on 2 CPU cores; ``quick=True`` uses small
     tensors (seconds) and is for tests. ``progress`` draws a text progress bar on stderr.
     """
+    require_matplotlib()
     cfg = QUICK if quick else FULL
     schemes = tuple(schemes)
     if not schemes:
@@ -384,6 +399,11 @@ def add_analyze_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_analyze(args) -> int:
+    try:
+        require_matplotlib()
+    except MissingExtra as exc:
+        print(f"fp4spec analyze: error: {exc}", file=sys.stderr)
+        return 2
     path = run_analyze(args.schemes, args.out, seed=args.seed, quick=args.quick, progress=not args.no_progress)
     print(path)
     return 0

@@ -78,12 +78,26 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
         "float -> E4M3 beyond 448 after rounding",
         ("saturate", "nan")),
     "e8m0_cast": (
-        "float -> E8M0 cast of a value: 'rne' = nearest power of two (1.5 -> 2), 0 -> NaN; "
+        "float -> E8M0 cast of a value: 'rne' = nearest power of two (1.5 -> 2) on the exact value; "
+        "'rne_subnormals_up' = the same from 2^-126 up, but x in (2^-127, 2^-126) -> 2^-126 and "
+        "0 < x <= 2^-127 -> 2^-127 (through float32 subnormals); "
         "'exponent_bits' = no cast, the scale is built from an integer exponent",
-        ("rne", "exponent_bits")),
+        ("rne", "rne_subnormals_up", "exponent_bits")),
+    "e8m0_underflow": (
+        "float -> E8M0 of a positive value below the range: 'saturate' = 0x00 (2^-127), even where "
+        "zero and overflows give NaN (encode(..., overflow='nan', underflow='saturate'))",
+        ("saturate", "nan")),
+    "e8m0_zero": (
+        "float -> E8M0 of 0 and -0.0 (E8M0 has no zero)",
+        ("nan", "min")),
     "int4_cast": (
-        "float -> INT4: 'round_saturate' or 'truncate_wrap' (toward zero, modulo 16)",
-        ("round_saturate", "truncate_wrap")),
+        "float -> INT4: 'round_saturate'; 'truncate_wrap' (toward zero, modulo 16: 9.0 -> -7); "
+        "'truncate_zero' (toward zero; outside -8..7, NaN and Inf -> 0)",
+        ("round_saturate", "truncate_wrap", "truncate_zero")),
+    "bf16_cast": (
+        "float64 -> BF16: 'rne' = rounded once; 'via_float32' = to float32 first (a double rounding: "
+        "1 + 2^-8 + 2^-30 -> 1.0)",
+        ("rne", "via_float32")),
     # -- HiF4 -------------------------------------------------------------------------------------
     "hif4_element_arith": (
         "precision of the HiF4 element rounding |x| * REC * 2^(2-DE)",

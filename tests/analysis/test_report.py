@@ -66,3 +66,22 @@ def test_committed_docs_copy_is_current():
     if not committed.is_dir():
         pytest.skip("no docs/assets/analysis in this checkout")
     assert check(committed, progress=False) == []
+
+
+def test_analyze_without_matplotlib_fails_at_once_naming_the_extra(tmp_path, monkeypatch, capsys):
+    """`fp4spec analyze` without matplotlib: one line naming the extra, exit 2, before any work."""
+    import sys
+
+    from fp4spec.cli import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    monkeypatch.setattr(report, "compare", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    assert main(["analyze", "--quick", "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fp4spec analyze: error: the analysis report draws its figures with matplotlib, which is not "
+                   "installed; install it with: pip install 'fp4spec[analysis]'"]
+    assert not (tmp_path / "a").exists()
+    import pytest
+
+    with pytest.raises(report.MissingExtra, match=r"fp4spec\[analysis\]"):
+        run_analyze(out_dir=tmp_path / "b", quick=True, progress=False)

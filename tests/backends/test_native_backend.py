@@ -63,7 +63,8 @@ class FakeScaledMM:
             codes[:, 0::2], codes[:, 1::2] = by & 15, by >> 4
             rows, k = codes.shape
             s = from_blocked(scales.view(torch.uint8).numpy(), rows, k // block, check_padding=True)
-            return fp4spec.QuantizedTensor(codes, s, None, fp4spec.get_scheme(scheme), 1, (rows, k))
+            g = None if scheme == "mxfp4" else 1.0  # scaled_mm gets no tensor scales: they are 1 here
+            return fp4spec.QuantizedTensor(codes, s, g, fp4spec.get_scheme(scheme), 1, (rows, k))
 
         d = fp4spec.matmul(operand(a, scale_a), operand(b_t.t(), scale_b), accumulator=ACCUMULATOR)
         return torch.from_numpy(d)
@@ -178,9 +179,11 @@ def test_apply_tensor_scale_without_g_is_the_identity():
     assert out.dtype == np.float32 and out.tolist() == [[3.0, -np.inf]]
 
 
-def test_mxfp4_has_no_epilogue_and_one_missing_tensor_scale_counts_as_one():
+def test_mxfp4_has_no_epilogue_and_a_unit_tensor_scale():
     qa, qb = _q("nvfp4", 2, 64, 14), _q("nvfp4", 2, 64, 15)
-    qa = dataclasses.replace(qa, global_scale=None)
+    with pytest.raises(ValueError, match="global_scale: scheme 'nvfp4' has a float32 tensor scale"):
+        dataclasses.replace(qa, global_scale=None)  # a QuantizedTensor has its scheme's tensor scale
+    qa = dataclasses.replace(qa, global_scale=1.0)
     ref = fp4spec.matmul(qa, qb, accumulator=ACCUMULATOR)
     assert np.array_equal(_bits(_backend().matmul(qa, qb, accumulator=ACCUMULATOR)), _bits(ref))
 
