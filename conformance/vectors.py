@@ -563,7 +563,7 @@ def main(argv=None) -> int:
     except BackendRaised as exc:
         print(f"fp4spec vectors: departs: {exc}", file=sys.stderr)
         return 1
-    print(render_text(report))
+    print(render_text(report, all_rows=True, groups=False))
     if args.report:
         write_report(report, args.report)
     return report.exit_code()
