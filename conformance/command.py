@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from fp4spec.backends.base import BackendError
+from fp4spec.cli import add_deprecated
 from fp4spec.rounding import ROUNDING_MODES
 
 from .loading import load_backend, capabilities
@@ -32,30 +33,6 @@ from .runner import (
 )
 
 PROG = "fp4spec conform"
-
-
-class DeprecatedAlias(argparse.Action):
-    """An old option name that still works, with a one-line note on stderr naming the new one."""
-
-    def __init__(self, option_strings, dest, new: str = "", target_action: str = "store", **kw):
-        self.new, self.target_action = new, target_action
-        super().__init__(option_strings, dest, **kw)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"{parser.prog}: note: {option_string} is deprecated; use {self.new}", file=sys.stderr)
-        if self.target_action == "store_true":
-            setattr(namespace, self.dest, True)
-        elif self.target_action == "extend":
-            setattr(namespace, self.dest, (getattr(namespace, self.dest, None) or []) + list(values))
-        else:
-            setattr(namespace, self.dest, values)
-
-
-def add_deprecated(p, old: str, new: str, dest: str, kind: str, **kw) -> None:
-    """Add ``old`` as a hidden, deprecated spelling of option ``new`` (same ``dest``)."""
-    nargs = {"store_true": 0, "extend": "+"}.get(kind)
-    p.add_argument(old, dest=dest, action=DeprecatedAlias, new=new, target_action=kind, nargs=nargs,
-                   help=argparse.SUPPRESS, **kw)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -186,4 +163,4 @@ def main(argv=None) -> int:
     return report.exit_code()
 
 
-__all__ = ["DeprecatedAlias", "add_deprecated", "build_parser", "describe_claims", "main"]
+__all__ = ["build_parser", "describe_claims", "main"]
