@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "mistake behind it. Exit 0: conforms; 1: departs; 2: usage or set-up error.",
         epilog="Output: a summary per scheme, the departing rows with their counterexamples, and the departures "
                "grouped by cause; --all lists every row. The return contract and a tutorial: "
-               "https://fp4spec.readthedocs.io/en/latest/conformance/")
+               "https://fp4spec.readthedocs.io/tutorial/")
     p.add_argument("--backend", required=True, metavar="NAME|module:Name|file.py:Name",
                    help="a built-in backend (numpy, torch, triton, native), a Backend class importable as "
                         "package.module:Name (the current directory included), or one in a file, "

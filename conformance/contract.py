@@ -27,7 +27,7 @@ from fp4spec.backends.base import as_numpy
 from .compare import depart, tensor_record
 
 #: Where the contract is stated for kernel authors.
-CONTRACT_URL = "https://fp4spec.readthedocs.io/en/latest/conformance/#the-return-contract"
+CONTRACT_URL = "https://fp4spec.readthedocs.io/tutorial/#the-return-contract"
 CONTRACT = (f"the contract: codes uint8 of x's shape (one code per element), scales uint8 scale codes of shape "
             f"x.shape[:-1] + (n_blocks,), global_scale one float32 for two-level schemes; see {CONTRACT_URL}")
 
