@@ -64,7 +64,7 @@ THOROUGH_MAX_EXAMPLES = 20
 #: Examples (whole GEMMs) per matmul row (family x accumulator model) by default: GEMM rows have
 #: no deterministic checks; the families are aimed at where the models differ (the
 #: ``truncation`` family catches a one-bit change of F in 2).
-DEFAULT_MATMUL_MAX_EXAMPLES = 3
+DEFAULT_MATMUL_MAX_EXAMPLES = 2
 THOROUGH_MATMUL_MAX_EXAMPLES = 10
 DEFAULT_SEED = 0
 
