@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from fp4spec.backends.base import BackendError
-from fp4spec.cli import add_deprecated
+from fp4spec.cli import add_deprecated, parse_args
 from fp4spec.rounding import ROUNDING_MODES
 
 from .loading import load_backend, capabilities
@@ -129,10 +129,9 @@ def _reproduce(args, report, n: int, m: int) -> str:
 def main(argv=None) -> int:
     """``fp4spec conform ...``; returns the exit code (0 conforms, 1 departs, 2 usage error)."""
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args, code = parse_args(parser, argv)
+    if args is None:
+        return code
     n, m = _examples(args)
     for flag, value in (("max-examples", n), ("matmul-max-examples", m)):
         if value < 0:

@@ -62,6 +62,7 @@ import sys
 import numpy as np
 
 from fp4spec.backends.base import BackendError, as_numpy, resolve_scheme, scheme_spec
+from fp4spec.cli import parse_args
 from fp4spec.rounding import ROUNDING_MODES
 
 from . import builders
@@ -538,10 +539,9 @@ def _generate(args) -> dict:
 def main(argv=None) -> int:
     """``fp4spec vectors generate|check|run ...``; returns the exit code (0, 1 departs, 2 usage error)."""
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args, code = parse_args(parser, argv)
+    if args is None:
+        return code
     if not args.action:
         parser.print_help(sys.stderr)
         return 2

@@ -35,6 +35,14 @@ def add_deprecated(p, old: str, new: str, dest: str, kind: str, **kw) -> None:
                    help=argparse.SUPPRESS, **kw)
 
 
+def parse_args(parser: argparse.ArgumentParser, argv):
+    """``(args, None)``, or ``(None, exit code)`` where argparse would exit (``--help``: 0, a bad option: 2)."""
+    try:
+        return parser.parse_args(argv), None
+    except SystemExit as exc:
+        return None, int(exc.code or 0)
+
+
 def _cmd_formats(args) -> int:
     for fmt in formats.values():
         print(fmt.describe())

@@ -52,6 +52,22 @@ def _two_level_parts(x, sch, rounding, rbits, sr_bits):
     return prep, xb, rb, ts, scale_codes
 
 
+class _TeChainDefect(NumpyBackend):
+    """The numpy backend, except for two-level schemes with TE's chain and the amax rule, which
+    :meth:`broken` quantizes (from the blocks, their random bits and TE's tensor scale)."""
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        sch = resolve_scheme(scheme)
+        if sch.structure != "two_level" or sch.scale_rule != "amax" or sch.policies["nv_scale_chain"] != "te":
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        prep, xb, rb, ts, scale_codes = _two_level_parts(x, sch, rounding, rbits, sr_bits)
+        codes, scales, g = self.broken(sch, xb, rb, ts, scale_codes, rounding, sr_bits)
+        return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scales, g, sch, prep.axis, prep.shape)
+
+    def broken(self, sch, xb, rb, ts, scale_codes, rounding, sr_bits):
+        raise NotImplementedError
+
+
 # -- the eight listed defects ---------------------------------------------------------------------------
 
 class TiesAway(NumpyBackend):
@@ -101,17 +117,13 @@ class SwappedNibbles(NumpyBackend):
         return pack(codes, order="hi_first")
 
 
-class DivideNotReciprocal(NumpyBackend):
+class DivideNotReciprocal(_TeChainDefect):
     """NVFP4 elements as x / fp32(s * S_dec) where the spec multiplies by fp32(1 / fp32(s * S_dec))
     (arch-com#905: identical on random inputs, different on ties)."""
 
     name = "divide-not-reciprocal"
 
-    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
-        sch = resolve_scheme(scheme)
-        if sch.structure != "two_level" or sch.scale_rule != "amax" or sch.policies["nv_scale_chain"] != "te":
-            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
-        prep, xb, rb, ts, scale_codes = _two_level_parts(x, sch, rounding, rbits, sr_bits)
+    def broken(self, sch, xb, rb, ts, scale_codes, rounding, sr_bits):
         s = sch.scale.values.astype(np.float32)[scale_codes]
         with np.errstate(all="ignore"):
             d = (s * ts.decode).astype(np.float32)
@@ -122,8 +134,7 @@ class DivideNotReciprocal(NumpyBackend):
             y = (y + F32(0.0)).astype(np.float32)
         codes = encode(y, sch.element, rounding, rbits=rb, sr_bits=sr_bits, overflow="saturate",
                        nan=element_nan_policy(sch.element))
-        return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scale_codes, ts.decode, sch, prep.axis,
-                                          prep.shape)
+        return codes, scale_codes, ts.decode
 
 
 class WrongGlobalScale(NumpyBackend):
@@ -313,17 +324,13 @@ class MxFloorForRceil(_MxRuleSwap):
     name, claimed, computed = "mx-floor-for-rceil", "rceil", "floor"
 
 
-class TorchaoChainForTe(NumpyBackend):
+class TorchaoChainForTe(_TeChainDefect):
     """Claims TE's NVFP4 chain, computes torchao's: pts = amax / 2688, s = (block amax / 6) / pts,
     elements times fp32(fp32(1 / pts) / s) -- written out here as a kernel would."""
 
     name = "torchao-chain-for-te"
 
-    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
-        sch = resolve_scheme(scheme)
-        if sch.structure != "two_level" or sch.scale_rule != "amax" or sch.policies["nv_scale_chain"] != "te":
-            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
-        prep, xb, rb, _, _ = _two_level_parts(x, sch, rounding, rbits, sr_bits)
+    def broken(self, sch, xb, rb, ts, scale_codes, rounding, sr_bits):
         with np.errstate(all="ignore"):
             amax = np.max(np.abs(xb)) if xb.size else F32(0)
             pts = F32(F32(amax) / (F32(sch.scale_bound) * F32(sch.max_elem)))
@@ -331,28 +338,21 @@ class TorchaoChainForTe(NumpyBackend):
         codes_s = encode(s.astype(np.float32), sch.scale, "rne", overflow="saturate")
         with np.errstate(all="ignore"):
             mult = (F32(1.0) / pts) / sch.scale.values.astype(np.float32)[codes_s]
-        codes = blockscale.element_codes(xb, mult.astype(np.float32), sch, rounding, rb, sr_bits)
-        return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), codes_s, pts, sch, prep.axis, prep.shape)
+        return blockscale.element_codes(xb, mult.astype(np.float32), sch, rounding, rb, sr_bits), codes_s, pts
 
 
-class E4M3ScaleFloor(NumpyBackend):
+class E4M3ScaleFloor(_TeChainDefect):
     """TE's NVFP4 chain with the block scale clamped to the smallest E4M3 normal (2^-6) before its
     cast, as torchao does; TE allows zero and subnormal block scales."""
 
     name = "e4m3-scale-floor"
 
-    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
-        sch = resolve_scheme(scheme)
-        if sch.structure != "two_level" or sch.scale_rule != "amax" or sch.policies["nv_scale_chain"] != "te":
-            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
-        prep, xb, rb, ts, _ = _two_level_parts(x, sch, rounding, rbits, sr_bits)
+    def broken(self, sch, xb, rb, ts, scale_codes, rounding, sr_bits):
         s = block_scale_value(blockscale.block_amaxes(xb, sch), sch, ts)
         s = np.minimum(np.maximum(s, F32(2.0 ** -6)), F32(sch.scale.max))  # NaN stays NaN
         scale_codes = encode(s.astype(np.float32), sch.scale, "rne", overflow="saturate")
         mult = blockscale.element_multipliers(scale_codes, ts, sch)
-        codes = blockscale.element_codes(xb, mult, sch, rounding, rb, sr_bits)
-        return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scale_codes, ts.decode, sch, prep.axis,
-                                          prep.shape)
+        return blockscale.element_codes(xb, mult, sch, rounding, rb, sr_bits), scale_codes, ts.decode
 
 
 class NanOnlyBlocks(NumpyBackend):
