@@ -2,7 +2,8 @@
 
 A backend claims one accumulator model (:mod:`fp4spec.accumulator_models`), e.g. a Blackwell
 ``tcgen05`` kernel claims ``"sm100-mxf4nvf4"``; :func:`check_matmul` then draws operands
-from the families below (hypothesis strategies over reproducible numpy generators) and
+from the families below (reproducible numpy generators, drawn from a seed or, to shrink, by
+hypothesis) and
 requires the backend's result to equal :func:`fp4spec.matmul` with that model, bit for bit,
 NaN bit patterns included.
 

@@ -1,8 +1,9 @@
 """The conformance properties: what a backend must satisfy, each with the bug it would have caught.
 
 A :class:`Property` has deterministic checks (exhaustive element tables, dense amax sweeps,
-one input of every adversarial kind -- they run first, on every run) and a hypothesis
-strategy whose examples are checked by the same function. A check raises
+one input of every adversarial kind -- they run first, on every run) and a generator of
+random examples (:class:`~fp4spec.conformance.gen.Gen`: numpy draws, or a hypothesis
+strategy with ``--shrink``) whose examples are checked by the same function. A check raises
 :class:`~fp4spec.conformance.compare.Departure` with the first counterexample.
 
 =====================  ========  ==================================================================
@@ -71,7 +72,7 @@ class Property:
     scope: str  # "rounding", "scheme" or "backend"
     check: Callable[[Env, Target, Any], None]
     explicit: Callable[[Env, Target, np.random.Generator], Iterable[Callable[[], None]]]
-    strategy: Callable[[Env, Target], Any] = lambda env, t: None
+    strategy: Callable[[Env, Target], Any] = lambda env, t: None  # -> a gen.Gen or None
     applies: Callable[[Target, Capabilities], str | None] = lambda t, caps: None
     roundings: tuple[str, ...] | None = None  # rounding-scope properties: only these modes
 

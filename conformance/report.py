@@ -124,7 +124,7 @@ class PropertyResult:
         if cx is not None and cx.matches:
             return f"matches: {cx.matches}"
         field = cx.field if cx is not None else "error"
-        return f"no known mistake matches: {field} of {self.scheme}"
+        return f"no known mistake matches: {self.property} departs on {field}"
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

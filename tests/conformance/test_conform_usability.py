@@ -265,3 +265,22 @@ def test_a_conform_run_works_without_hypothesis_and_shrink_says_what_it_needs():
     proc = subprocess.run([sys.executable, "-c", NO_HYPOTHESIS, *args, "--shrink"], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 2 and "shrinking needs hypothesis" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_mx_inputs_are_quantized_in_stacked_calls_and_shapes_are_counted():
+    """MX blocks are independent: a row's deterministic inputs go to the backend in one call per
+    width; the report counts the distinct shapes each scheme was called with (compile pressure)."""
+    calls = []
+
+    class Counting(NumpyBackend):
+        name = "counting"
+
+        def quantize(self, x, scheme, **kw):
+            calls.append(x.shape)
+            return super().quantize(x, scheme, **kw)
+
+    report = run(Counting, schemes=["mxfp4"], rounding=["rne"], properties=["reference"], max_examples=0,
+                 matmul_max_examples=0)
+    assert report.ok and report.shapes["mxfp4"] == len(set(calls))
+    assert max(s[0] for s in calls) > 8  # a tall stack of the row's inputs
+    assert len(calls) < report.results[0].examples  # fewer calls than checks
