@@ -9,6 +9,7 @@ same round: ``python -c "import fp4spec.conformance.runner"`` (the import, paid 
     python benchmarks/bench_conform.py                       # 5 rounds: all schemes, each scheme
     python benchmarks/bench_conform.py --rounds 3 --quick    # all schemes, mxfp4, nvfp4
     python benchmarks/bench_conform.py --thorough            # also the --thorough depth
+    python benchmarks/bench_conform.py --before /path/to/venv/bin/python   # also an earlier release's default
 
 A run that does not exit 0 (the numpy backend conforms) stops the benchmark.
 """
@@ -38,7 +39,7 @@ def timed(argv: list[str]) -> tuple[float, float, int]:
     """(wall s, CPU s = user + sys of the child, exit status) of one run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=os.path.expanduser("~"))
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -55,6 +56,9 @@ def configurations(args) -> dict[str, list[str]]:
         out[f"conform --scheme {s}"] = base + ["--scheme", s]
     if args.thorough:
         out["conform, every scheme, --thorough"] = base + ["--thorough"]
+    if args.before:
+        out["earlier release (--before), every scheme, its default"] = [args.before, "-m", "fp4spec", "conform",
+                                                                        "--backend", "numpy", "--quiet"]
     return out
 
 
@@ -63,6 +67,8 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="only mxfp4 and nvfp4 alone")
     p.add_argument("--thorough", action="store_true", help="also time --thorough (the earlier default depth)")
+    p.add_argument("--before", metavar="PYTHON", help="a python with an earlier fp4spec installed: also time its "
+                                                       "default conform run (run from a folder outside this tree)")
     args = p.parse_args(argv)
     confs = configurations(args)
     walls = {k: [] for k in confs}
