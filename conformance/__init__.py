@@ -6,6 +6,10 @@
 * :mod:`.strategies` -- hypothesis strategies for adversarial inputs (ties and one ulp
   beside them, binade-edge amaxes, subnormals, wide ranges, zero/NaN/Inf blocks, extreme
   tensor amax), reusable in any test suite; :mod:`.builders` -- the same as seeded numpy.
+* :mod:`.gen` -- the same inputs as :mod:`.strategies`, drawn with a seeded numpy generator
+  (what a run uses unless it shrinks).
+* :mod:`.diagnose` -- names the known mistake a departure matches; :mod:`.contract` -- the
+  return contract; :mod:`.loading` -- backends from names, modules and files, set-up errors.
 * :mod:`.vectors` -- test vectors for hardware that cannot run here (``fp4spec vectors``).
 * :mod:`.pytest_plugin` -- ``pytest --fp4spec-backend pkg.mod:Name``.
 
@@ -16,15 +20,17 @@ every test run) costs nothing.
 import importlib
 
 _EXPORTS = {
-    "run": ".runner", "main": ".runner", "plan": ".runner", "BackendUnavailable": ".runner",
-    "DEFAULT_MAX_EXAMPLES": ".runner", "DEFAULT_SEED": ".runner",
+    "run": ".runner", "main": ".runner", "plan": ".runner", "BackendUnavailable": ".loading",
+    "SetupError": ".loading", "load_backend": ".loading", "explain": ".diagnose", "CONTRACT_URL": ".contract",
+    "DEFAULT_MAX_EXAMPLES": ".runner", "DEFAULT_SEED": ".runner", "THOROUGH_MAX_EXAMPLES": ".runner",
     "PROPERTIES": ".properties", "Property": ".properties", "Target": ".properties",
     "Report": ".report", "PropertyResult": ".report", "Counterexample": ".report",
     "render_text": ".report", "render_markdown": ".report", "render_json": ".report", "write_report": ".report",
     "Departure": ".compare", "compare_quantized": ".compare",
     "generate_vectors": (".vectors", "generate"), "check_vectors": (".vectors", "check"),
 }
-_SUBMODULES = ("builders", "chain", "compare", "properties", "report", "runner", "strategies", "vectors")
+_SUBMODULES = ("builders", "chain", "command", "compare", "contract", "diagnose", "env", "gen", "loading", "properties",
+               "report", "runner", "strategies", "vectors")
 
 __all__ = sorted(_EXPORTS) + list(_SUBMODULES)
 

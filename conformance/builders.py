@@ -32,6 +32,7 @@ the float32 normal boundary, subnormal).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -60,8 +61,12 @@ def amax_significands(scheme: Scheme) -> tuple[float, ...]:
     """Significands in [1, 2) at which scale rules change their answer (and one ulp beside them):
     1.0 (floor/ceil), 1.5 (rceil for max 6), 1.75, just below 2, and 2 - 2^-(m+1) (``even``
     rounds the amax to the element's m mantissa bits)."""
-    m = scheme.element.mantissa_bits
-    top_sig = scheme.max_elem / 2.0 ** np.floor(np.log2(scheme.max_elem))
+    return _amax_significands(scheme.element.mantissa_bits, scheme.max_elem)
+
+
+@functools.lru_cache(maxsize=None)
+def _amax_significands(m: int, max_elem: float) -> tuple[float, ...]:
+    top_sig = max_elem / 2.0 ** np.floor(np.log2(max_elem))
     base = {1.0, 1.25, 1.5, 1.75, 2.0 - ULP1, 2.0 - 2.0 ** -(m + 1), float(top_sig)}
     out = set()
     for s in base:
@@ -130,6 +135,26 @@ def _random_magnitudes(rng, n, amax) -> np.ndarray:
     u[rng.random(n) < 0.05] = 0.0
     with np.errstate(under="ignore"):
         return np.minimum((u * float(amax)).astype(np.float32), F32(amax))
+
+
+def random_blocks(rng, scheme: Scheme, amaxes) -> np.ndarray:
+    """One ``random`` block (tile) per amax, stacked: ``(len(amaxes) * tile_rows, block_size)``
+    float32 -- :func:`block_random` for many amaxes at once (the scale-rule sweeps)."""
+    amaxes = np.asarray(amaxes, np.float32)
+    nb, r, k = len(amaxes), scheme.tile_rows, scheme.block_size
+    n = r * k
+    style = rng.integers(0, 3, nb)[:, None]
+    normal = np.abs(rng.standard_normal((nb, n)))
+    normal /= np.maximum(normal.max(axis=1, keepdims=True), 1e-300)
+    depth = rng.choice([4.0, 12.0, 30.0], (nb, 1))
+    u = np.where(style == 0, normal, np.where(style == 1, rng.random((nb, n)), 2.0 ** (-rng.random((nb, n)) * depth)))
+    u[rng.random((nb, n)) < 0.05] = 0.0
+    with np.errstate(under="ignore"):
+        x = np.minimum((u * amaxes[:, None].astype(np.float64)).astype(np.float32), amaxes[:, None])
+    x *= _signs(rng, (nb, n))
+    pos = rng.integers(0, n, nb)
+    x[np.arange(nb), pos] = amaxes * _signs(rng, nb)
+    return x.reshape(nb * r, k).astype(np.float32)
 
 
 def block_random(rng, ctx: BlockContext, amax) -> np.ndarray:
@@ -492,5 +517,6 @@ __all__ = [
     "representable_tensor",
     "scale_tie_amax",
     "tie_inputs",
+    "random_blocks",
     "ulp_step",
 ]

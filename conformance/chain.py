@@ -42,7 +42,8 @@ def tensor_scale_of_amax(global_amax, scheme: Scheme) -> TensorScale | None:
 
 
 def mx_multipliers(scale_codes: np.ndarray, scheme: Scheme) -> np.ndarray:
-    """float32 multiplier per MX block from its E8M0 scale code (0 for the NaN code 0xFF)."""
+    """float32 multiplier per MX block from its E8M0 scale code (0 for the NaN code 0xFF; NaN
+    under torchao's RCEIL, which multiplies a NaN block by its NaN descale)."""
     codes = np.asarray(scale_codes).astype(np.int64)
     e = codes - 127
     if scheme.policies["mx_element_scaling"] == "exact":
@@ -52,7 +53,8 @@ def mx_multipliers(scale_codes: np.ndarray, scheme: Scheme) -> np.ndarray:
     else:
         shift = -np.maximum(e, -126)
     m = np.ldexp(np.ones(codes.shape, np.float32), shift.astype(np.int32))
-    return np.where(codes == 0xFF, F32(0.0), m).astype(np.float32)
+    torchao_rceil = scheme.policies["mx_element_scaling"] == "torchao" and scheme.scale_rule == "rceil"
+    return np.where(codes == 0xFF, F32(np.nan) if torchao_rceil else F32(0.0), m).astype(np.float32)
 
 
 def multipliers(scale_codes: np.ndarray, scheme: Scheme, ts: TensorScale | None) -> np.ndarray | None:

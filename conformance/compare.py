@@ -91,11 +91,33 @@ def _field(q, name):
     return as_numpy(getattr(q, name, None))
 
 
+def dont_care_codes(expected, x: np.ndarray, scheme: Scheme) -> np.ndarray | None:
+    """Element positions whose code the scheme's profile leaves open (None if there are none):
+    under ``element_nan="unspecified"`` (torchao) the code of a NaN scaled value is any code of
+    a format without NaN, and any NaN code of a format with NaN."""
+    if scheme.policies.get("element_nan") != "unspecified":
+        return None
+    scales = _field(expected, "scales")
+    if scales is None or scales.shape[-1:] != (x.shape[-1] // scheme.block_size,):
+        return None
+    nan = scheme.scale.nan_codes[0] if scheme.scale.nan_codes else 0
+    scales = np.where(scales.astype(np.int64) >= len(scheme.scale.values), nan, scales)  # a byte outside: NaN
+    with np.errstate(all="ignore"):
+        y = chain.scaled_values(x, scales, scheme)
+    if y is None:
+        return None
+    mask = np.isnan(y)
+    return mask if mask.any() else None
+
+
 def compare_quantized(expected, actual, x: np.ndarray, scheme: Scheme, rounding: str, rbits=None, *,
-                      label: str = "", fields=FIELDS) -> Counterexample | None:
+                      label: str = "", fields=FIELDS, tally: dict | None = None) -> Counterexample | None:
     """The first difference between the reference's QuantizedTensor and a backend's result
     (None if they are bit-identical). ``x`` is the 2-D float32 input, blocked along its last
-    axis; ``fields`` limits the comparison (default: all of :data:`FIELDS` and the metadata)."""
+    axis; ``fields`` limits the comparison (default: all of :data:`FIELDS` and the metadata).
+
+    Element codes the profile leaves open (:func:`dont_care_codes`) are not compared (a format
+    with NaN must still give a NaN code there); ``tally["dont_care"]`` counts them."""
     pre = f"{label}: " if label else ""
     if actual is None or not hasattr(actual, "codes") or not hasattr(actual, "scales"):
         return Counterexample(f"{pre}quantize returned {type(actual).__name__}, not a QuantizedTensor",
@@ -122,11 +144,19 @@ def compare_quantized(expected, actual, x: np.ndarray, scheme: Scheme, rounding:
             return Counterexample(f"{pre}{name}: dtype {act.dtype}, expected unsigned integer codes", field=name,
                                   tensor=tensor_record(x, rbits))
         diff = np.asarray(act).astype(np.int64) != np.asarray(exp).astype(np.int64)
+        if name == "codes":
+            free = dont_care_codes(expected, x, scheme) if act.shape == x.shape else None
+            if free is not None:
+                if tally is not None:
+                    tally["dont_care"] = tally.get("dont_care", 0) + int(free.sum())
+                diff = diff & ~free
+                if el.nan_codes:  # a format with NaN: any NaN code, but a NaN code
+                    diff |= free & ~np.isin(act, list(el.nan_codes))
         if not diff.any():
             continue
         idx = tuple(int(i) for i in np.argwhere(diff)[0])
         if name == "codes":
-            return _codes_cx(exp, act, idx, x, scheme, rounding, rbits, pre, expected)
+            return _codes_cx(exp, act, idx, x, scheme, rounding, rbits, pre, expected, actual)
         if name == "scales":
             row, b = idx[0], idx[-1]
             sl = slice(b * k, (b + 1) * k)
@@ -152,24 +182,47 @@ def compare_quantized(expected, actual, x: np.ndarray, scheme: Scheme, rounding:
     return None
 
 
-def _codes_cx(exp, act, idx, x, scheme, rounding, rbits, pre, expected_q) -> Counterexample:
+def _scale_text(scheme: Scheme, code) -> str:
+    sc = scheme.scale
+    return f"{code_hex(code, max(sc.bits, 8))} ({value_text(sc, code)})"
+
+
+def _block_scales(expected_q, actual_q, row: int, b: int) -> tuple:
+    """(expected, actual) scale code of block b of a row (None where there is none)."""
+    out = []
+    for q in (expected_q, actual_q):
+        s = _field(q, "scales")
+        out.append(int(s[row, b]) if s is not None and s.ndim == 2 and s.shape[-1] > b and row < s.shape[0]
+                   else None)
+    return tuple(out)
+
+
+def _codes_cx(exp, act, idx, x, scheme, rounding, rbits, pre, expected_q, actual_q=None) -> Counterexample:
     el = scheme.element
     row, col = idx[0], idx[-1]
     b, sl = _block_slice(scheme, col)
     notes = []
-    y_all = chain.scaled_values(x, _field(expected_q, "scales"), scheme)
+    with np.errstate(all="ignore"):
+        y_all = chain.scaled_values(x, _field(expected_q, "scales"), scheme)
     if y_all is not None:
         note = tie_note(y_all[row, col], el)
         if note:
             notes.append(note)
-    scales_e, scales_a = _field(expected_q, "scales"), None
-    sc = scheme.scale
-    if scales_e is not None and scales_e.ndim == 2 and scales_e.shape[-1] > b:
-        notes.append(f"block scale {code_hex(scales_e[row, b], sc.bits)} ({value_text(sc, scales_e[row, b])})")
+    s_exp, s_act = _block_scales(expected_q, actual_q, row, b)
+    scale_what = ""
+    if s_exp is not None and s_act is not None and s_exp != s_act:
+        scale_what = f"; the block scale differs too: expected {_scale_text(scheme, s_exp)}, got " \
+                     f"{_scale_text(scheme, s_act)}"
+        notes.append(f"block scale: expected {_scale_text(scheme, s_exp)}, got {_scale_text(scheme, s_act)} -- "
+                     f"the scale is wrong; the element codes follow from it")
+    elif s_exp is not None:
+        notes.append(f"block scale {_scale_text(scheme, s_exp)} (the backend's is the same)"
+                     if s_act is not None else f"block scale {_scale_text(scheme, s_exp)}")
     xv = x[row, col]
     return Counterexample(
         f"{pre}codes[{row}, {col}]: x = {f32_text(xv)}, expected {code_hex(exp[idx], el.bits)} "
-        f"({value_text(el, exp[idx])}), got {code_hex(act[idx], el.bits)} ({value_text(el, act[idx])})",
+        f"({value_text(el, exp[idx])}), got {code_hex(act[idx], el.bits)} ({value_text(el, act[idx])})"
+        + scale_what,
         field="codes", inputs=[f32_text(v) for v in x[row, sl]],
         expected=_hex_codes(exp[row, sl], el.bits), actual=_hex_codes(act[row, sl], el.bits),
         where={"row": row, "column": col, "block": b, "position_in_block": col - b * scheme.block_size},
@@ -226,5 +279,5 @@ def compare_float32(expected: np.ndarray, actual, what: str) -> tuple | None:
     return idx, expected[idx], act[idx]
 
 
-__all__ = ["Departure", "FIELDS", "compare_float32", "compare_quantized", "depart", "tensor_record", "tie_note",
-           "value_text"]
+__all__ = ["Departure", "FIELDS", "compare_float32", "compare_quantized", "depart", "dont_care_codes", "tensor_record",
+           "tie_note", "value_text"]

@@ -2,7 +2,8 @@
 
 A backend claims one accumulator model (:mod:`fp4spec.accumulator_models`), e.g. a Blackwell
 ``tcgen05`` kernel claims ``"sm100-mxf4nvf4"``; :func:`check_matmul` then draws operands
-from the families below (hypothesis strategies over reproducible numpy generators) and
+from the families below (reproducible numpy generators, drawn from a seed or, to shrink, by
+hypothesis) and
 requires the backend's result to equal :func:`fp4spec.matmul` with that model, bit for bit,
 NaN bit patterns included.
 
@@ -421,6 +422,14 @@ def generate_case(family: str, model: "str | AccumulatorModel", scheme: "str | S
 # Hypothesis strategies and the property check
 # =====================================================================================
 
+def draw_matmul_case(rng, model, family: str, schemes, max_dim: int = 4, max_steps: int = 3) -> MatmulCase:
+    """One case drawn with numpy as :func:`matmul_cases` draws it with hypothesis."""
+    s = schemes[int(rng.integers(len(schemes)))]
+    m, n = int(rng.integers(1, max_dim + 1)), int(rng.integers(1, max_dim + 1))
+    steps = int(rng.integers(1, max_steps + 1))
+    return generate_case(family, model, s, seed=int(rng.integers(2 ** 32)), m=m, n=n, steps=steps)
+
+
 def matmul_cases(model: "str | AccumulatorModel", family: str, schemes=None, max_dim: int = 4, max_steps: int = 3):
     """Hypothesis strategy of :class:`MatmulCase` for one family (scheme, shape and seed drawn)."""
     from hypothesis import strategies as st
@@ -483,17 +492,44 @@ def check_matmul(backend_matmul: Callable, accumulator: "str | AccumulatorModel"
     For every family (:data:`FAMILIES`) one property: for cases drawn by :func:`matmul_cases`
     (hypothesis, seeded by ``seed``, ``max_examples`` each, A and B from ``schemes``, default
     every scheme the model takes), ``backend_matmul(qa, qb, accumulator=name, c=c)`` equals
-    :func:`fp4spec.matmul` in every bit (NaN patterns included). ``shrink=False`` reports
-    the first failing case as drawn (faster). Returns one :class:`MatmulPropertyResult` per
-    family. An exception from the reference itself propagates.
+    :func:`fp4spec.matmul` in every bit (NaN patterns included). ``shrink=False`` draws the
+    cases with numpy from ``seed`` (:func:`draw_matmul_case`; no hypothesis needed) and reports
+    the first failing case as drawn. Returns one :class:`MatmulPropertyResult` per family. An
+    exception from the reference itself propagates.
     """
+    model = get_accumulator(accumulator)
+    schemes = tuple(schemes or schemes_for(model))
+    if not shrink:
+        return [_check_family_numpy(backend_matmul, model, family, schemes, seed, max_examples) for family in families]
+    return _check_families_hypothesis(backend_matmul, model, families, schemes, seed, max_examples)
+
+
+def _check_family_numpy(backend_matmul, model, family, schemes, seed, max_examples) -> MatmulPropertyResult:
+    from fp4spec.matmul_api import matmul
+
+    rng = np.random.default_rng(seed)
+    for i in range(max_examples):
+        case = draw_matmul_case(rng, model, family, schemes)
+        want = matmul(case.qa, case.qb, accumulator=model, c=case.c)
+        try:
+            got = backend_matmul(case.qa, case.qb, accumulator=model.name, c=case.c)
+        except Exception as err:  # noqa: BLE001 -- the backend raised: reported with the case
+            return MatmulPropertyResult(family, model.name, "ERROR", i + 1, schemes,
+                                        f"{type(err).__name__}: {err}\n{case.describe()}", case)
+        msg = first_mismatch(want, got)
+        if msg is not None:
+            return MatmulPropertyResult(family, model.name, "FAIL", i + 1, schemes, f"{msg}\n{case.describe()}",
+                                        case, want, np.asarray(got))
+    return MatmulPropertyResult(family, model.name, "PASS", max_examples, schemes)
+
+
+def _check_families_hypothesis(backend_matmul, model, families, schemes, seed, max_examples):
+    """The hypothesis driver of :func:`check_matmul` (``shrink=True``)."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hseed
 
     from fp4spec.matmul_api import matmul
 
-    model = get_accumulator(accumulator)
-    schemes = tuple(schemes or schemes_for(model))
     results = []
     for family in families:
         count = [0]
@@ -502,7 +538,7 @@ def check_matmul(backend_matmul: Callable, accumulator: "str | AccumulatorModel"
 
         @hseed(seed)
         @settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
-                  phases=(Phase.generate, Phase.shrink) if shrink else (Phase.generate,),
+                  phases=(Phase.generate, Phase.shrink),
                   suppress_health_check=list(HealthCheck), print_blob=False, verbosity=Verbosity.quiet,
                   report_multiple_bugs=False)
         @given(matmul_cases(model, family, schemes))

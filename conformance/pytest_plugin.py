@@ -33,11 +33,11 @@ def pytest_addoption(parser):
     group.addoption("--fp4spec-property", action="append", default=None, metavar="P",
                     help="conformance property to check (repeatable; default: all)")
     group.addoption("--fp4spec-max-examples", action="store", type=int, default=None, metavar="N",
-                    help="hypothesis examples per property, scheme and rounding (default: as fp4spec conform)")
+                    help="random examples per property, scheme and rounding (default: as fp4spec conform)")
     group.addoption("--fp4spec-accumulator", action="append", default=None, metavar="ACC",
                     help="accumulator model for the GEMM rows (repeatable; default: every model claimed)")
     group.addoption("--fp4spec-matmul-max-examples", action="store", type=int, default=None, metavar="N",
-                    help="hypothesis examples (whole GEMMs) per GEMM row (default: as fp4spec conform; 0 skips)")
+                    help="random examples (whole GEMMs) per GEMM row (default: as fp4spec conform; 0 skips)")
     group.addoption("--fp4spec-seed", action="store", type=int, default=None, metavar="N",
                     help="conformance run seed (default: as fp4spec conform)")
 
@@ -111,8 +111,9 @@ def pytest_collection_modifyitems(session, config, items):
     spec = config.getoption("--fp4spec-backend", default=None)
     if not spec:
         return
-    from fp4spec.backends import BackendError, as_availability, get_backend
-    from fp4spec.conformance.properties import Env
+    from fp4spec.backends import BackendError, get_backend
+    from fp4spec.conformance.env import Env
+    from fp4spec.conformance.loading import availability, capabilities, load_backend
     from fp4spec.conformance.runner import (
         DEFAULT_MATMUL_MAX_EXAMPLES,
         DEFAULT_MAX_EXAMPLES,
@@ -123,9 +124,9 @@ def pytest_collection_modifyitems(session, config, items):
     )
 
     try:
-        backend = get_backend(spec)
-        avail = as_availability(backend.is_available())
-        caps = backend.capabilities() if avail else None
+        backend = load_backend(spec)  # also path/to/file.py:Name; a set-up error is a usage error
+        avail = availability(backend)
+        caps = capabilities(backend) if avail else None
         pairs, mm_items = [], []
         if avail:
             schemes = config.getoption("--fp4spec-scheme")

@@ -48,16 +48,16 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import zlib
 from types import SimpleNamespace
 
 import ml_dtypes
 import numpy as np
-from hypothesis import strategies as st
 
 from fp4spec.backends.base import Capabilities, as_numpy
 from fp4spec.rht import MMA_PREFIX, RHT, hadamard
 
-from . import builders
+from . import builders, gen
 from .compare import Departure, compare_quantized, depart, tensor_record
 from .report import f32_hex
 
@@ -110,11 +110,13 @@ def _takes_axis(backend) -> bool:
 
 def rht_shape(scheme, size: int, kind: str = "") -> tuple[int, int]:
     """(rows, cols): whole tiles (4 rows for 1 x k blocks, 8 for ``specials``: one per special
-    kind), and rows of lcm(k, size) elements, at least two RHT rows each."""
+    kind; 16 for size 16, so that a transform down the columns -- the wrong axis -- is a
+    16-point RHT too and can be recognized), and rows of lcm(k, size) elements, at least two
+    RHT rows each."""
     k = scheme.block_size
     unit = k * size // math.gcd(k, size)
     cols = unit * max(1, (2 * size) // unit)
-    want = 8 if kind == "specials" else 4
+    want = 16 if size == 16 else 8 if kind == "specials" else 4
     rows = -(-want // scheme.tile_rows) * scheme.tile_rows
     return rows, cols
 
@@ -318,45 +320,63 @@ def _same(a, b) -> bool:
     return ga is None or f32_hex(as_numpy(ga)) == f32_hex(as_numpy(gb))
 
 
-def _diagnose(env, t, case, got) -> list[str]:
-    """Which plausible mistake the backend's result matches (the reference run with it)."""
+def _diagnose(env, t, case, got) -> tuple[str, list[str]]:
+    """Which plausible mistake the backend's result matches (the reference run with it): the
+    ``matches`` line and the note that explains it."""
     r, x, rb = case.rht, case.x, case.rbits
-    notes = []
     tries = []
+    if x.shape[0] % r.size == 0:
+        tries.append(("wrong_axis", "the RHT applied along the wrong axis (down the columns, axis 0; along the "
+                                    "blocked axis expected)",
+                      "it equals quantize(rht.apply(x, axis=0)): the transform ran down the columns, not along "
+                      "the blocked (last) axis"))
     if _is_mma(r):
-        tries.append((RHT(r.size, r.signs, "fwht-fp32", r.out_dtype),
+        tries.append((RHT(r.size, r.signs, "fwht-fp32", r.out_dtype), "the float32 butterfly (fwht-fp32) where the "
+                      f"tensor-core arithmetic {r.arith!r} is claimed",
                       "it equals the result with arith='fwht-fp32': the backend ran the float32 butterfly, not "
                       f"the tensor-core dot of {r.arith!r} (a fused step per k = 16 with truncation, every zero "
                       f"+0)"))
     if r.arith == "fwht-fp32":
-        tries.append((RHT(r.size, r.signs, "float64", r.out_dtype),
+        tries.append((RHT(r.size, r.signs, "float64", r.out_dtype), "the RHT summed in float64 (the float32 "
+                      "butterfly fwht-fp32 expected)",
                       "it equals the result with the RHT summed in float64 (arith='float64'): the backend's "
                       "transform sums exactly or in another order, not the pinned float32 butterfly"))
     if r.out_dtype == "bfloat16":
-        tries.append((RHT(r.size, r.signs, r.arith, "float32"),
+        tries.append((RHT(r.size, r.signs, r.arith, "float32"), "no BF16 rounding of the RHT output",
                       "it equals the result without the BF16 rounding of the RHT output (out_dtype='float32')"))
-    tries.append((None, "it equals quantize(x) without the RHT: the transform was not applied"))
-    for alt, text in tries:
+    tries.append((None, "no RHT applied", "it equals quantize(x) without the RHT: the transform was not applied"))
+    for alt, label, text in tries:
         try:
-            if _same(got, _ref(env, t, x, alt, rb)):
-                notes.append(text)
-                break
+            if alt == "wrong_axis":
+                with np.errstate(all="ignore"):
+                    want = _ref(env, t, np.ascontiguousarray(r.apply(x, axis=0).astype(np.float32)), None, rb)
+            else:
+                want = _ref(env, t, x, alt, rb)
+            if _same(got, want):
+                return label, [text]
         except Exception:  # noqa: BLE001 -- a diagnosis only
             continue
     g = getattr(got, "global_scale", None)
-    if t.scheme.structure == "two_level" and g is not None and not notes:
+    if t.scheme.structure == "two_level" and g is not None:
         plain = _ref(env, t, x, None, rb)
         with_rht = _ref(env, t, x, r, rb)
         if f32_hex(as_numpy(g)) == f32_hex(plain.global_scale) != f32_hex(with_rht.global_scale):
-            notes.append("its tensor scale is the one of x before the RHT: the global amax must be taken after "
-                         "the transform (TE)")
-    return notes
+            return ("the tensor amax taken before the RHT (after it expected, as TE does)",
+                    ["its tensor scale is the one of x before the RHT: the global amax must be taken after "
+                     "the transform (TE)"])
+    return "", []
+
+
+def _transformed(x, r: RHT) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.ascontiguousarray(r.apply(x).astype(np.float32))
 
 
 def check_rht(env, t, case: RhtCase) -> None:
     r, x, rb = case.rht, case.x, case.rbits
     rbits = rb if t.rounding == "sr" else None
-    ref = _ref(env, t, x, r, rb)
+    xr = case.xr if getattr(case, "xr", None) is not None else _transformed(x, r)
+    ref = env.ref_quantize_rht(x, xr, t, r, rb)  # quantize(x, rht=r) is quantize(r.apply(x)) (Backend.quantize)
     if case.axis0:
         xt = np.ascontiguousarray(x.T)
         rbt = None if rbits is None else np.ascontiguousarray(rbits.T)
@@ -364,14 +384,11 @@ def check_rht(env, t, case: RhtCase) -> None:
                   rht=r, axis=0, _x=x, _rbits=rbits)
         got = _moved(q)
     else:
-        q = _call(env, env.backend.quantize, x, t.scheme, rounding=t.rounding, rbits=rbits, sr_bits=t.sr_bits,
-                  rht=r, _x=x, _rbits=rbits)
+        q = env.quantize(x, t, rb, rht=r)
         got = q
-    with np.errstate(all="ignore"):
-        xr = np.ascontiguousarray(r.apply(x).astype(np.float32))
     where = "columnwise (quantize(x.T, axis=0))" if case.axis0 else "rowwise"
     cx = compare_quantized(ref, got, xr, t.scheme, t.rounding, rbits, label=f"rht {r.spec}, {where}",
-                           fields=("codes", "scales", "global_scale"))
+                           fields=("codes", "scales", "global_scale"), tally=env.tally)
     if cx is None:
         recorded = getattr(q, "rht", None)
         if recorded != r:
@@ -382,29 +399,55 @@ def check_rht(env, t, case: RhtCase) -> None:
     cx.tensor = tensor_record(x, rbits)  # replayable: x before the transform
     cx.notes = [f"transform: {r} (signs {r.signs}); input kind {case.kind}",
                 "the block inputs and scaled values shown are after the RHT (rht.apply(x) rounded to "
-                f"{r.out_dtype}); the tensor record holds x before it"] + list(cx.notes) + _diagnose(env, t, case, got)
+                f"{r.out_dtype}); the tensor record holds x before it"] + list(cx.notes)
+    cx.matches, notes = _diagnose(env, t, case, got)
+    cx.notes += notes
     cx.context = {**(cx.context or {}), "rht": r.spec, "rht_out": r.out_dtype, "rht_signs": f"0x{r.sign_mask():X}",
                   "layout": where}
     raise Departure(cx)
 
 
 def _case(rng, t, r: RHT, kind: str, axis0: bool = False) -> RhtCase:
-    x = rht_tensor(rng, t.scheme, r, kind)
-    rb = builders.build_rbits(rng, x.shape, t.sr_bits, "uniform") if t.rounding == "sr" else None
-    return RhtCase(x=x, rbits=rb, rht=r, kind=kind, axis0=axis0)
+    """One deterministic check's input; x and its transform are built once for every rounding mode."""
+    def build(g):
+        x = rht_tensor(g, t.scheme, r, kind)
+        return x, _transformed(x, r)
+
+    x, xr = gen.memo(rng, ("rht", t.spec, r.spec, r.signs, r.out_dtype, kind), build)
+    bits = np.random.default_rng(zlib.crc32(x.tobytes()))  # not from rng: sr rows get rne's inputs
+    rb = builders.build_rbits(bits, x.shape, t.sr_bits, "uniform") if t.rounding == "sr" else None
+    return RhtCase(x=x, rbits=rb, rht=r, kind=kind, axis0=axis0, xr=xr)
+
+
+def _full_specs(specs) -> set[str]:
+    """The claimed specs checked on every input kind: size 16 (TE's) and, per arithmetic, the
+    smallest size claimed; the others get ``wide_span`` and one more kind."""
+    full = {s for s in specs if s.split("/")[0] == "16"}
+    smallest: dict[str, str] = {}
+    for s in specs:
+        arith = s.split("/", 1)[1]
+        if arith not in smallest or int(s.split("/")[0]) < int(smallest[arith].split("/")[0]):
+            smallest[arith] = s
+    return full | set(smallest.values())
 
 
 def explicit_rht(env, t, rng):
-    """Per claimed spec: the primary transform on every kind (and columnwise on wide_span and
-    student_t where the backend takes ``axis``), each other transform on one kind (rotating)."""
+    """Per claimed spec: the primary transform on every kind for the specs of
+    :func:`_full_specs` in the ``rne`` row (else on ``wide_span`` and one kind drawn from the
+    row's seed: the ``sr`` row checks the rounding of transformed values, the ``rne`` row the
+    transform), and columnwise on wide_span and student_t where the backend takes ``axis``; of
+    the other transforms (seeded signs, float32 output) the first two (``sr``: one), on one kind
+    each (rotating)."""
     axis0 = _takes_axis(env.backend)
+    full = _full_specs(env.caps.rht) if t.rounding == "rne" else set()  # sr: the transform is rne's
     for spec in env.caps.rht:
         primary, *others = rhts_for_spec(spec)
-        for kind in RHT_KINDS:
+        kinds = RHT_KINDS if spec in full else ("wide_span", RHT_KINDS[int(rng.integers(len(RHT_KINDS)))])
+        for kind in dict.fromkeys(kinds):
             yield functools.partial(check_rht, env, t, _case(rng, t, primary, kind))
             if axis0 and kind in ("wide_span", "student_t"):
                 yield functools.partial(check_rht, env, t, _case(rng, t, primary, kind, True))
-        for i, r in enumerate(others):
+        for i, r in enumerate(others[:2] if t.rounding == "rne" else others[:1]):
             kind = RHT_KINDS[(i + 1) % len(RHT_KINDS)]
             yield functools.partial(check_rht, env, t, _case(rng, t, r, kind, axis0 and i % 2 == 0))
 
@@ -415,15 +458,15 @@ def strategy_rht(env, t):
         return None
     axis0 = _takes_axis(env.backend)
 
-    def build(i, kind, seed, col):
-        r = rhts[i]
-        rng = np.random.default_rng(seed)
+    def build(rng):
+        r = rhts[int(rng.integers(len(rhts)))]
+        kind = RHT_KINDS[int(rng.integers(len(RHT_KINDS)))]
+        col = bool(rng.random() < 0.5)
         x = rht_tensor(rng, t.scheme, r, kind)
         rb = builders.build_rbits(rng, x.shape, t.sr_bits) if t.rounding == "sr" else None
-        return RhtCase(x=x, rbits=rb, rht=r, kind=kind, axis0=bool(col and axis0))
+        return RhtCase(x=x, rbits=rb, rht=r, kind=kind, axis0=col and axis0)
 
-    return st.builds(build, st.integers(0, len(rhts) - 1), st.sampled_from(RHT_KINDS), st.integers(0, 2 ** 32 - 1),
-                     st.booleans())
+    return gen.Seeded(build)
 
 
 __all__ = ["RHT_KINDS", "RHT_ROUNDINGS", "RhtCase", "applies_rht", "check_rht", "claimed_rhts", "explicit_rht",

@@ -1,5 +1,20 @@
 """``fp4spec conform``: run every property for every scheme and rounding a backend claims.
 
+A run has two phases. First every row's deterministic checks (exhaustive element tables,
+dense amax sweeps, one input of every adversarial kind), grouped by scheme; then, for the
+rows that passed them, ``max_examples`` random examples per row (drawn with numpy from the
+row's seed; with ``shrink``, by hypothesis, which then shrinks a counterexample), and the
+GEMM rows. ``fail_fast`` stops at the first departure. A failed row's counterexample is
+replayed against the known mistakes (:mod:`~fp4spec.conformance.diagnose`), which name the
+one the backend matches.
+
+Compile cost: every call a row makes for one scheme happens in that scheme's group, and
+every input of a scheme is a whole number of blocks (or tiles) with few distinct shapes
+(rows and columns of 1 to 4 blocks, the sweeps and RHT inputs aside), so a backend that
+compiles a kernel per scheme and shape pays it once per scheme and shape, not per row;
+:attr:`~fp4spec.conformance.report.Report.shapes` counts the distinct shapes each scheme
+was called with.
+
 A backend that claims the ``matmul`` operation is also checked, for every accumulator model it
 claims (``Capabilities.accumulators``), by the GEMM properties of
 :mod:`~fp4spec.conformance.matmul_properties`: one row per (case family, model), named
@@ -12,44 +27,49 @@ conforms, 1 when anything departs, 2 on usage errors).
 
 Reproducibility: every (property, scheme, rounding) gets its own seed, derived from the run
 seed and its names with CRC-32, which seeds both the deterministic checks (numpy) and
-hypothesis (matmul rows: the names of the row, ``matmul/<family>``, its schemes and
-``acc=<model>``). The same seed, backend and fp4spec/hypothesis versions give the same
-inputs, and selecting a subset (``--scheme``, ``--rounding``, ``--property``,
+the random examples (matmul rows: the names of the row, ``matmul/<family>``, its schemes and
+``acc=<model>``). The same seed, backend and fp4spec versions give the same inputs (with
+``shrink``, the hypothesis version too), and selecting a subset (``--scheme``, ``--rounding``, ``--property``,
 ``--accumulator``) does not change the inputs of what remains (``--scheme`` changes the
 schemes, hence the inputs, of a matmul row).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import time
 import traceback
 import zlib
 
+import numpy as np
+
 from fp4spec.backends.base import BackendError, as_numpy, resolve_scheme, scheme_spec
-from fp4spec.backends.registry import as_availability, get_backend
+from fp4spec.backends.registry import get_backend
 from fp4spec.rounding import ROUNDING_MODES
 
+from . import diagnose
 from .compare import Departure
+from .loading import BackendUnavailable, SetupError, open_backend
 from .matmul_properties import FAMILIES, check_matmul, schemes_for, to_report_rows
-from .properties import PROPERTIES, Env, Property, Target
-from .report import ERROR, FAIL, PASS, SKIP, Counterexample, PropertyResult, Report, render_text, write_report
+from .env import Env, Target
+from .properties import PROPERTIES, Property
+from .report import ERROR, FAIL, PASS, SKIP, Counterexample, PropertyResult, Report
 
-DEFAULT_MAX_EXAMPLES = 20
-#: Hypothesis examples per matmul row (family x accumulator model) by default: GEMM rows have
-#: no deterministic checks, but each example is a whole GEMM and the families are aimed at
-#: where the models differ (the ``truncation`` family catches a one-bit change of F in 2).
-DEFAULT_MATMUL_MAX_EXAMPLES = 10
+#: Random examples per (property, scheme, rounding) after the deterministic checks, by default
+#: (every planted defect of the suite's tests is caught by the deterministic checks alone).
+DEFAULT_MAX_EXAMPLES = 3
+#: ``--thorough``: the depth of earlier releases.
+THOROUGH_MAX_EXAMPLES = 20
+#: Examples (whole GEMMs) per matmul row (family x accumulator model) by default: GEMM rows have
+#: no deterministic checks; the families are aimed at where the models differ (the
+#: ``truncation`` family catches a one-bit change of F in 2).
+DEFAULT_MATMUL_MAX_EXAMPLES = 2
+THOROUGH_MATMUL_MAX_EXAMPLES = 10
 DEFAULT_SEED = 0
 
 #: ``--property`` names of the GEMM rows: ``matmul`` (all of them) or ``matmul/<family>``.
 MATMUL_PROPERTIES = tuple(f"matmul/{f}" for f in FAMILIES)
-
-
-class BackendUnavailable(BackendError):
-    """The backend says it cannot run here (``is_available()`` is falsy)."""
 
 
 def derive_seed(seed: int, *parts) -> int:
@@ -189,15 +209,18 @@ def plan_matmul(backend, caps, *, schemes=None, accumulators=None, families=FAMI
 
 # -- running one property ------------------------------------------------------------------------------
 
-def _hypothesis_examples(strategy, fn, max_examples: int, seed: int, shrink: bool) -> int:
+class _Counter:
+    n = 0
+
+
+def _hypothesis_examples(strategy, fn, max_examples: int, seed: int, count: _Counter) -> None:
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hseed
 
-    count = [0]
     failures: list[Departure] = []
 
     def body(example):
-        count[0] += 1
+        count.n += 1
         try:
             fn(example)
         except Departure as d:
@@ -205,9 +228,9 @@ def _hypothesis_examples(strategy, fn, max_examples: int, seed: int, shrink: boo
             raise
 
     test = settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
-                    phases=(Phase.generate, Phase.shrink) if shrink else (Phase.generate,),
-                    suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
-                    report_multiple_bugs=False, print_blob=False)(hseed(seed)(given(strategy)(body)))
+                    phases=(Phase.generate, Phase.shrink), suppress_health_check=list(HealthCheck),
+                    verbosity=Verbosity.quiet, report_multiple_bugs=False,
+                    print_blob=False)(hseed(seed)(given(strategy)(body)))
     try:
         test()
     except Departure as d:
@@ -218,42 +241,115 @@ def _hypothesis_examples(strategy, fn, max_examples: int, seed: int, shrink: boo
             d.counterexample.notes.append("the backend's answer for this input was not reproducible on a replay")
             raise d from None
         raise
-    return count[0]
 
 
-def run_property(env: Env, prop: Property, target: Target, *, max_examples: int = DEFAULT_MAX_EXAMPLES,
-                 seed: int = DEFAULT_SEED, shrink: bool = False) -> PropertyResult:
-    """Check one property for one target: the deterministic checks, then ``max_examples``
-    hypothesis examples; the first departure stops it."""
-    import numpy as np
-
+def _guarded(env: Env, result: PropertyResult, target: Target, body) -> None:
+    """Run ``body(count)``; a departure or an error of the suite goes into ``result``."""
     start = time.perf_counter()
-    result = PropertyResult(prop.name, target.spec, target.rounding, PASS)
-    reason = prop.applies(target, env.caps) if target.scheme is not None or prop.scope == "backend" else None
-    if reason:
-        result.status, result.reason = SKIP, reason
-        return result
-    s = derive_seed(seed, prop.name, target.spec, target.rounding)
-    rng = np.random.default_rng(s)
-    n = 0
+    count = _Counter()
+    env.tally = {}
     try:
-        for check in prop.explicit(env, target, rng):
-            n += 1
-            check()
-        strategy = prop.strategy(env, target) if max_examples > 0 else None
-        if strategy is not None:
-            n += _hypothesis_examples(strategy, lambda ex: prop.check(env, target, ex), max_examples,
-                                      derive_seed(s, "hypothesis"), shrink)
+        body(count)
     except Departure as d:
         result.status, result.counterexample = FAIL, d.counterexample
-        n = max(n, 1)
+        count.n = max(count.n, 1)
+        if not d.counterexample.matches:
+            d.counterexample.matches = diagnose.explain(env, target, d.counterexample)
     except Exception as exc:  # noqa: BLE001 -- reported, never hidden
         result.status = ERROR
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         result.reason = f"{type(exc).__name__}: {exc} ({tb.filename.rsplit('/', 1)[-1]}:{tb.lineno})"
         result.counterexample = Counterexample(f"internal error while checking: {result.reason}", field="exception")
-    result.examples = n
-    result.seconds = time.perf_counter() - start
+    result.examples += count.n
+    result.dont_care += env.tally.get("dont_care", 0)
+    result.seconds += time.perf_counter() - start
+
+
+def new_row(env: Env, prop: Property, target: Target) -> PropertyResult:
+    """The row's result before anything ran: PASS, or SKIP with the reason it does not apply."""
+    result = PropertyResult(prop.name, target.spec, target.rounding, PASS)
+    reason = prop.applies(target, env.caps) if target.scheme is not None or prop.scope == "backend" else None
+    if reason:
+        result.status, result.reason = SKIP, reason
+    return result
+
+
+def row_seed(seed: int, target: Target, prop: Property) -> int:
+    return derive_seed(seed, prop.name, target.spec, target.rounding)
+
+
+def checks_seed(seed: int, target: Target, prop: Property) -> int:
+    """The seed of a row's deterministic checks: its property and scheme, not its rounding mode
+    (every rounding mode's row checks the same adversarial tensors, built once)."""
+    return derive_seed(seed, prop.name, target.spec, "checks")
+
+
+def run_checks(env: Env, prop: Property, target: Target, result: PropertyResult, *, seed: int = DEFAULT_SEED):
+    """Phase 1 of a row: its deterministic checks (the first departure stops them)."""
+    rng = np.random.default_rng(checks_seed(seed, target, prop))
+
+    def body(count):
+        checks = list(prop.explicit(env, target, rng))
+        env.prefetch(target, checks)
+        try:
+            for check in checks:
+                count.n += 1
+                _check_alone_on_departure(env, check)
+        finally:
+            env.forget_batches()
+
+    _guarded(env, result, target, body)
+
+
+def _check_alone_on_departure(env: Env, check) -> None:
+    """Run a check; if it departs on batched results, run it again on its own input alone."""
+    try:
+        check()
+    except Departure as d:
+        if not env._batched:
+            raise
+        env.forget_batches()
+        check()  # departs again: that (clean) counterexample propagates
+        d.counterexample.notes.append("this departure appears only when the input is quantized stacked with the "
+                                      "row's other inputs (one tall tensor); quantized alone it conforms")
+        raise d
+
+
+def run_examples(env: Env, prop: Property, target: Target, result: PropertyResult, *,
+                 max_examples: int = DEFAULT_MAX_EXAMPLES, seed: int = DEFAULT_SEED, shrink: bool = False):
+    """Phase 2 of a row: ``max_examples`` random examples, drawn with numpy from the row's seed
+    (``shrink``: by hypothesis, which shrinks a counterexample); the first departure stops them."""
+    gen = prop.strategy(env, target) if max_examples > 0 else None
+    if gen is None:
+        return
+    s = derive_seed(row_seed(seed, target, prop), "examples")
+
+    def check(example):
+        prop.check(env, target, example)
+
+    def body(count):
+        if shrink:
+            _hypothesis_examples(gen.strategy(), check, max_examples, s, count)
+            return
+        rng = np.random.default_rng(s)
+        for _ in range(max_examples):
+            example = gen.draw(rng)
+            count.n += 1
+            check(example)
+
+    _guarded(env, result, target, body)
+
+
+def run_property(env: Env, prop: Property, target: Target, *, max_examples: int = DEFAULT_MAX_EXAMPLES,
+                 seed: int = DEFAULT_SEED, shrink: bool = False) -> PropertyResult:
+    """Check one property for one target: the deterministic checks, then ``max_examples``
+    random examples; the first departure stops it."""
+    result = new_row(env, prop, target)
+    if result.status == SKIP:
+        return result
+    run_checks(env, prop, target, result, seed=seed)
+    if result.status == PASS:
+        run_examples(env, prop, target, result, max_examples=max_examples, seed=seed, shrink=shrink)
     return result
 
 
@@ -290,8 +386,9 @@ def _group(result: PropertyResult) -> str:
     """Progress groups: a scheme, or ``matmul acc=<model>`` for the GEMM rows."""
     return f"matmul {result.rounding}" if result.property.startswith("matmul") else result.scheme
 
+
 class StderrProgress:
-    """Progress on stderr: one updating line on a terminal, one line per scheme otherwise."""
+    """Progress on stderr: one updating line on a terminal, one line per scheme and phase otherwise."""
 
     def __init__(self, stream=None):
         self.stream = stream or sys.stderr
@@ -300,15 +397,16 @@ class StderrProgress:
         self.counts = {PASS: 0, FAIL: 0, ERROR: 0, SKIP: 0}
         self.group_start = time.perf_counter()
 
-    def __call__(self, done: int, total: int, result: PropertyResult) -> None:
+    def __call__(self, done: int, total: int, result: PropertyResult, phase: str = "") -> None:
         if self.tty:
-            line = f"[{done}/{total}] {_group(result)} {result.rounding} {result.property}: {result.status}"
+            line = f"[{done}/{total}] {phase} {_group(result)} {result.rounding} {result.property}: {result.status}"
             self.stream.write("\r" + line[:100].ljust(100))
             self.stream.flush()
             return
-        if _group(result) != self.group:
+        key = (phase, _group(result))
+        if key != self.group:
             self._flush_group()
-            self.group = _group(result)
+            self.group = key
             self.group_start = time.perf_counter()
         self.counts[result.status] += 1
         self.done, self.total = done, total
@@ -319,8 +417,9 @@ class StderrProgress:
         c = self.counts
         bad = f", {c[FAIL]} failed" if c[FAIL] else ""
         bad += f", {c[ERROR]} errors" if c[ERROR] else ""
-        self.stream.write(f"[{self.done}/{self.total}] {self.group}: {c[PASS]} passed{bad}, {c[SKIP]} skipped "
-                          f"({time.perf_counter() - self.group_start:.1f} s)\n")
+        phase, group = self.group
+        self.stream.write(f"[{self.done}/{self.total}] {phase + ': ' if phase else ''}{group}: {c[PASS]} passed{bad}, "
+                          f"{c[SKIP]} skipped ({time.perf_counter() - self.group_start:.1f} s)\n")
         self.stream.flush()
         self.counts = {k: 0 for k in self.counts}
 
@@ -332,10 +431,15 @@ class StderrProgress:
         self.stream.flush()
 
 
+def _count_nonnegative(name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise BackendError(f"{name}: {value!r} is not a non-negative integer")
+
+
 def run(backend, *, schemes=None, rounding=None, properties=None, max_examples: int = DEFAULT_MAX_EXAMPLES,
         seed: int = DEFAULT_SEED, shrink: bool = False, progress=None, reference=None, accumulators=None,
-        matmul_max_examples: int = DEFAULT_MATMUL_MAX_EXAMPLES) -> Report:
-    """Check a backend (a name, ``"module:Name"``, a Backend class or instance).
+        matmul_max_examples: int = DEFAULT_MATMUL_MAX_EXAMPLES, fail_fast: bool = False) -> Report:
+    """Check a backend (a name, ``"module:Name"``, ``"path/file.py:Name"``, a Backend class or instance).
 
     Args:
         schemes: scheme specs to check (default: every scheme the backend claims); matmul
@@ -345,31 +449,31 @@ def run(backend, *, schemes=None, rounding=None, properties=None, max_examples: 
         properties: property names (default: all of :data:`~fp4spec.conformance.properties.PROPERTIES`
             and every matmul row); ``"matmul"`` selects every matmul row, ``"matmul/<family>"``
             one family (:data:`MATMUL_PROPERTIES`).
-        max_examples: hypothesis examples per (property, scheme, rounding), after the
-            deterministic checks (0: deterministic checks only).
+        max_examples: random examples per (property, scheme, rounding), after the
+            deterministic checks (0: deterministic checks only; :data:`THOROUGH_MAX_EXAMPLES`
+            is the ``--thorough`` depth).
         seed: the run seed (same seed, same inputs).
-        shrink: let hypothesis shrink a counterexample (slower; default: report the first).
-        progress: ``callable(done, total, PropertyResult)`` or None.
+        shrink: draw the random examples with hypothesis and shrink a counterexample (slower;
+            needs hypothesis); default: numpy draws, the first counterexample as drawn.
+        progress: ``callable(done, total, PropertyResult, phase)`` or None.
         reference: the reference backend (default: the numpy emulator).
         accumulators: accumulator models to check the GEMM under (default: every model the
             backend claims in ``capabilities().accumulators``).
-        matmul_max_examples: hypothesis examples per matmul row (0: skip the matmul rows).
+        matmul_max_examples: examples per matmul row (0: skip the matmul rows).
+        fail_fast: stop at the first departing row (the rows not run are left out).
 
     Raises :class:`~fp4spec.backends.BackendError` on usage errors (unknown or unclaimed
-    scheme or accumulator model, unavailable backend).
+    scheme or accumulator model, unavailable backend) and :class:`~.loading.SetupError`
+    (also a BackendError) when the backend cannot be loaded or asked what it claims.
     """
-    if not isinstance(max_examples, int) or max_examples < 0:
-        raise BackendError(f"max_examples: {max_examples!r} is not a non-negative integer")
-    if not isinstance(matmul_max_examples, int) or isinstance(matmul_max_examples, bool) or matmul_max_examples < 0:
-        raise BackendError(f"matmul_max_examples: {matmul_max_examples!r} is not a non-negative integer")
+    _count_nonnegative("max_examples", max_examples)
+    _count_nonnegative("matmul_max_examples", matmul_max_examples)
+    if shrink:
+        _needs_hypothesis()
     if isinstance(accumulators, str):
         accumulators = [accumulators]
     quantize_props, families = split_properties(properties)
-    be = get_backend(backend)
-    avail = as_availability(be.is_available())
-    if not avail:
-        raise BackendUnavailable(f"backend: {be.name!r} is not available here: {avail.reason or 'no reason given'}")
-    caps = be.capabilities()
+    be, avail, caps = open_backend(backend)
     ref = get_backend(reference or "numpy")
     sr_bits = 8 if 8 in caps.sr_bits else caps.sr_bits[0]
     items = plan(be, caps, schemes=schemes, rounding=rounding, properties=quantize_props or None, sr_bits=sr_bits)
@@ -378,124 +482,72 @@ def run(backend, *, schemes=None, rounding=None, properties=None, max_examples: 
     mm_items = plan_matmul(be, caps, schemes=schemes, accumulators=accumulators, families=families)
     env = Env(be, ref, caps)
     start = time.perf_counter()
-    results = []
-    total = len(items) + len(mm_items)
-    for prop, target in items:
-        results.append(run_property(env, prop, target, max_examples=max_examples, seed=seed, shrink=shrink))
+    rows = [(prop, target, new_row(env, prop, target)) for prop, target in items]
+    total = 2 * len(rows) + len(mm_items)
+    done, stopped = 0, ""
+
+    def tick(result, phase):
+        nonlocal done
+        done += 1
         if progress is not None:
-            progress(len(results), total, results[-1])
-    for item in mm_items:
-        results.append(run_matmul_row(be, item, max_examples=matmul_max_examples, seed=seed, shrink=shrink))
-        if progress is not None:
-            progress(len(results), total, results[-1])
+            progress(done, total, result, phase)
+
+    def stop(result) -> bool:
+        nonlocal stopped
+        if fail_fast and result.status in (FAIL, ERROR):
+            stopped = (f"stopped at the first departure (--fail-fast): {result.property} / {result.scheme} / "
+                       f"{result.rounding}; the rows after it were not run")
+            return True
+        return False
+
+    ran = []
+    for prop, target, result in rows:  # phase 1: every row's deterministic checks
+        if result.status != SKIP:
+            run_checks(env, prop, target, result, seed=seed)
+        ran.append(result)
+        tick(result, "checks")
+        if stop(result):
+            break
+    if not stopped:
+        for prop, target, result in rows:  # phase 2: random examples of the rows that passed
+            if result.status == PASS:
+                run_examples(env, prop, target, result, max_examples=max_examples, seed=seed, shrink=shrink)
+            tick(result, "examples")
+            if stop(result):
+                break
+    if not stopped:
+        for item in mm_items:
+            ran.append(run_matmul_row(be, item, max_examples=matmul_max_examples, seed=seed, shrink=shrink))
+            tick(ran[-1], "examples")
+            if stop(ran[-1]):
+                break
     if progress is not None and hasattr(progress, "close"):
         progress.close()
     notes = "; ".join(filter(None, [avail.reason, caps.notes]))
-    return Report(be.name, results, seed=seed, max_examples=max_examples, seconds=time.perf_counter() - start,
-                  notes=notes, matmul_max_examples=matmul_max_examples if mm_items else None)
+    return Report(be.name, ran, seed=seed, max_examples=max_examples, seconds=time.perf_counter() - start,
+                  notes=notes, matmul_max_examples=matmul_max_examples if mm_items else None, stopped=stopped,
+                  shapes=env.shapes_by_scheme())
 
 
-# -- command line --------------------------------------------------------------------------------------
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="fp4spec conform",
-        description="Check a backend against the fp4spec reference, bit for bit: every property, for every "
-                    "scheme and rounding mode the backend claims. Exit 0: conforms; 1: departs; 2: usage error.")
-    p.add_argument("--backend", required=True, metavar="NAME|module:Name",
-                   help="a built-in backend (numpy) or a Backend class importable as package.module:Name")
-    p.add_argument("--scheme", action="extend", nargs="+", metavar="S", default=None,
-                   help="scheme specs to check, e.g. nvfp4 or mxfp4:scale_rule=rceil (default: all claimed)")
-    p.add_argument("--rounding", action="extend", nargs="+", metavar="R", default=None, choices=ROUNDING_MODES,
-                   help=f"rounding modes to check, among {', '.join(ROUNDING_MODES)} (default: all claimed)")
-    p.add_argument("--property", action="extend", nargs="+", metavar="P", default=None,
-                   choices=list(PROPERTIES) + ["matmul"] + list(MATMUL_PROPERTIES),
-                   help=f"properties to check, among {', '.join(PROPERTIES)}, matmul (every GEMM row) and "
-                        f"{', '.join(MATMUL_PROPERTIES)} (default: all)")
-    p.add_argument("--accumulator", action="extend", nargs="+", metavar="ACC", default=None,
-                   help="accumulator models to check the backend's matmul under, among those it claims "
-                        "(default: all claimed; see fp4spec.accumulators)")
-    p.add_argument("--max-examples", type=int, default=DEFAULT_MAX_EXAMPLES, metavar="N",
-                   help=f"hypothesis examples per property, scheme and rounding, after the deterministic "
-                        f"checks (default {DEFAULT_MAX_EXAMPLES})")
-    p.add_argument("--matmul-max-examples", type=int, default=DEFAULT_MATMUL_MAX_EXAMPLES, metavar="N",
-                   help=f"hypothesis examples (whole GEMMs) per matmul row, family and accumulator model "
-                        f"(default {DEFAULT_MATMUL_MAX_EXAMPLES}; 0 skips the matmul rows)")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N", help=f"run seed (default {DEFAULT_SEED})")
-    p.add_argument("--report", metavar="FILE.json|FILE.md", help="also write the full report (JSON or Markdown)")
-    p.add_argument("--shrink", action="store_true", help="shrink counterexamples with hypothesis (slower)")
-    p.add_argument("--all", action="store_true", help="show skipped rows in the table")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    p.add_argument("--list", action="store_true", help="print what the backend claims and the properties, then exit")
-    return p
-
-
-def _describe_claims(be, caps) -> str:
-    lines = [f"backend {be.name!r}: {caps.notes}".rstrip(": ")]
-    for s in caps.schemes:
-        lines.append(f"  {s:<32} rounding: {', '.join(caps.roundings_for(s))}")
-    lines.append(f"  operations: {', '.join(sorted(caps.operations))}")
-    if caps.rht:
-        lines.append(f"  rht (quantize(..., rht=)): {', '.join(caps.rht)}")
-    if caps.supports("matmul"):
-        lines.append("  accumulators (matmul):")
-        for acc in caps.accumulators:
-            lines.append(f"    {acc:<16} schemes: {', '.join(schemes_for(acc))}")
-    lines.append("properties:")
-    for p in PROPERTIES.values():
-        lines.append(f"  {p.name:<15} [{p.scope}] {p.title}  (catches {p.catches})")
-    lines.append(f"  {', '.join(MATMUL_PROPERTIES)} [accumulator] matmul equals fp4spec.matmul with the "
-                 f"claimed model, bit for bit (selected together as 'matmul')")
-    return "\n".join(lines)
+def _needs_hypothesis() -> None:
+    try:
+        import hypothesis  # noqa: F401
+    except ModuleNotFoundError:
+        raise SetupError("shrink: shrinking needs hypothesis (pip install 'fp4spec[conform]'); without --shrink "
+                         "the run draws its examples with numpy") from None
 
 
 def main(argv=None) -> int:
     """``fp4spec conform ...``; returns the exit code (0 conforms, 1 departs, 2 usage error)."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    if args.report and not args.report.endswith((".json", ".md")):
-        print(f"fp4spec conform: error: report: {args.report!r} must end in .json or .md", file=sys.stderr)
-        return 2
-    if args.max_examples < 0:
-        print(f"fp4spec conform: error: max-examples: {args.max_examples} is negative", file=sys.stderr)
-        return 2
-    if args.matmul_max_examples < 0:
-        print(f"fp4spec conform: error: matmul-max-examples: {args.matmul_max_examples} is negative",
-              file=sys.stderr)
-        return 2
-    try:
-        if args.list:
-            be = get_backend(args.backend)
-            print(_describe_claims(be, be.capabilities()))
-            return 0
-        report = run(args.backend, schemes=args.scheme, rounding=args.rounding, properties=args.property,
-                     max_examples=args.max_examples, seed=args.seed, shrink=args.shrink,
-                     progress=None if args.quiet else StderrProgress(), accumulators=args.accumulator,
-                     matmul_max_examples=args.matmul_max_examples)
-    except BackendError as exc:
-        print(f"fp4spec conform: error: {exc}", file=sys.stderr)
-        return 2
-    print(render_text(report, skipped=args.all))
-    if report.departures:
-        mm = "" if report.matmul_max_examples is None else f" --matmul-max-examples {args.matmul_max_examples}"
-        print(f"reproduce: fp4spec conform --backend {args.backend} --seed {args.seed} "
-              f"--max-examples {args.max_examples}{mm} (add --scheme/--rounding/--property/--accumulator to "
-              f"narrow it down)")
-    if args.report:
-        try:
-            write_report(report, args.report)
-        except OSError as exc:
-            print(f"fp4spec conform: error: report: cannot write {args.report!r}: {exc}", file=sys.stderr)
-            return 2
-    return report.exit_code()
+    from .command import main as command_main
+
+    return command_main(argv)
 
 
 __all__ = ["BackendUnavailable", "DEFAULT_MATMUL_MAX_EXAMPLES", "DEFAULT_MAX_EXAMPLES", "DEFAULT_SEED",
-           "MATMUL_PROPERTIES", "MatmulItem", "StderrProgress", "derive_seed", "main", "plan", "plan_matmul", "run",
-           "run_matmul_row", "run_property", "split_properties"]
+           "MATMUL_PROPERTIES", "MatmulItem", "StderrProgress", "THOROUGH_MATMUL_MAX_EXAMPLES",
+           "THOROUGH_MAX_EXAMPLES", "derive_seed", "main", "new_row", "plan", "plan_matmul", "run", "run_checks",
+           "run_examples", "run_matmul_row", "run_property", "split_properties"]
 
 
 if __name__ == "__main__":  # python -m fp4spec.conformance.runner --backend ...

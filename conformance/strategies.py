@@ -23,32 +23,19 @@ Tensors are 2-D float32 arrays blocked along the last axis (``rows x (n * block_
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 from hypothesis import strategies as st
 
 from fp4spec.backends.base import resolve_scheme
 from fp4spec.number_formats import get_format
 
-from . import builders
-from .builders import BLOCK_KINDS, FINITE_KINDS
+from . import builders, gen
+from .builders import BLOCK_KINDS
+from .gen import Case  # noqa: F401 -- re-exported: the case type the properties check
 
 #: Tensor-amax exponents at the edges of float32 and of the two-level tensor scale.
-EXTREME_EXPONENTS = (127, 126, 125, 100, -100, -125, -126, -127, -133, -140, -149)
-SPREADS = (0, 2, 8, 40, 250)
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """One conformance input: a 2-D float32 tensor and, for stochastic rounding, its random bits."""
-
-    x: np.ndarray
-    rbits: np.ndarray | None = None
-
-    def __repr__(self) -> str:
-        r = "" if self.rbits is None else f", rbits {self.rbits.dtype}{self.rbits.shape}"
-        return f"Case(x float32{self.x.shape}{r})"
+EXTREME_EXPONENTS = gen.EXTREME_EXPONENTS
+SPREADS = gen.SPREADS
 
 
 def block_kinds(scheme, kinds=None) -> st.SearchStrategy[str]:
@@ -58,9 +45,7 @@ def block_kinds(scheme, kinds=None) -> st.SearchStrategy[str]:
 
 def amax_exponents(lo: int = -149, hi: int = 127) -> st.SearchStrategy[int]:
     """Typical (-10..10), anywhere in float32 (-149..127) or extreme exponents."""
-    extremes = [e for e in EXTREME_EXPONENTS if lo <= e <= hi] or [lo, hi]
-    return st.one_of(st.integers(max(lo, -10), min(hi, 10)) if lo <= 10 and hi >= -10 else st.integers(lo, hi),
-                     st.integers(lo, hi), st.sampled_from(extremes))
+    return gen.amax_exponents(lo, hi).strategy()
 
 
 def amax_significands(scheme) -> st.SearchStrategy[float]:
@@ -95,59 +80,52 @@ def tensors(draw, scheme, kinds=None, *, max_block_rows: int = 3, max_block_cols
 
 def tie_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
     """Scaled values exactly on rounding ties (and block scales on UE4M3 ties), and one ulp beside them."""
-    return tensors(scheme, ("ties", "scale_tie"), **kw)
+    return gen.tie_tensors(scheme, **kw).strategy()
 
 
 def binade_edge_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
     """Block amaxes with significand 1.0, 1.5, 1.75, just below 2 (and one ulp beside them)."""
-    sch = resolve_scheme(scheme)
-    kw.setdefault("exponents", amax_exponents())
-    return tensors(sch, ("binade_edge", "scale_tie"), **kw)
+    return gen.binade_edge_tensors(scheme, **kw).strategy()
 
 
 def subnormal_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
     """float32 subnormals and the normal boundary 2^-126."""
-    kw.setdefault("exponents", st.integers(-149, -120))
-    return tensors(scheme, ("subnormal", "single", "random"), **kw)
+    return gen.subnormal_tensors(scheme, **kw).strategy()
 
 
 def wide_range_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
     """Blocks whose amaxes spread over up to 250 binades across the tensor."""
-    kw.setdefault("spreads", (40, 120, 250))
-    kw.setdefault("max_block_rows", 4)
-    return tensors(scheme, ("random", "ties", "single", "subnormal"), **kw)
+    return gen.wide_range_tensors(scheme, **kw).strategy()
 
 
 def zero_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
     """All-zero blocks (+0, -0, mixed) and blocks with a single non-zero element."""
-    return tensors(scheme, ("zero", "single"), **kw)
+    return gen.zero_tensors(scheme, **kw).strategy()
 
 
 def nonfinite_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
     """Blocks holding NaN / +-Inf next to finite and zero blocks (not for HiF4, which refuses them)."""
-    return tensors(scheme, ("nonfinite", "random", "zero"), **kw)
+    return gen.nonfinite_tensors(scheme, **kw).strategy()
 
 
 def saturating_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
     """Scaled values beyond the element max; two-level blocks tiny next to the tensor amax."""
-    return tensors(scheme, ("saturate", "binade_edge"), **kw)
+    return gen.saturating_tensors(scheme, **kw).strategy()
 
 
 def extreme_amax_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
     """Tensor amax near FLT_MAX, at the float32 normal boundary, or subnormal."""
-    kw.setdefault("exponents", st.sampled_from(EXTREME_EXPONENTS))
-    return tensors(scheme, FINITE_KINDS, **kw)
+    return gen.extreme_amax_tensors(scheme, **kw).strategy()
 
 
 def finite_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
     """Any finite input (every kind but ``nonfinite``)."""
-    return tensors(scheme, FINITE_KINDS, **kw)
+    return gen.finite_tensors(scheme, **kw).strategy()
 
 
 def adversarial_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
-    """The mixture the ``reference`` property uses: ties half the time, else any kind."""
-    return st.one_of(tie_tensors(scheme, **kw), tensors(scheme, **kw), extreme_amax_tensors(scheme, **kw),
-                     wide_range_tensors(scheme, **kw))
+    """The mixture the ``reference`` property uses: ties, any kind, extreme amaxes, wide ranges."""
+    return gen.adversarial_tensors(scheme, **kw).strategy()
 
 
 def rbits(shape, sr_bits: int = 8, *, constant: bool = False) -> st.SearchStrategy[np.ndarray]:
@@ -156,7 +134,7 @@ def rbits(shape, sr_bits: int = 8, *, constant: bool = False) -> st.SearchStrate
     top = (1 << sr_bits) - 1
     if constant:
         return st.integers(0, top).map(lambda r: np.full(shape, r, np.uint32))
-    styles = st.sampled_from(["uniform", "uniform", "zero", "max", "mixed"])
+    styles = st.sampled_from(gen.RBITS_STYLES)
     return st.builds(lambda style, seed: builders.build_rbits(np.random.default_rng(seed), shape, sr_bits, style),
                      styles, st.integers(0, 2 ** 32 - 1))
 

@@ -62,6 +62,7 @@ import sys
 import numpy as np
 
 from fp4spec.backends.base import BackendError, as_numpy, resolve_scheme, scheme_spec
+from fp4spec.cli import parse_args
 from fp4spec.rounding import ROUNDING_MODES
 
 from . import builders
@@ -398,13 +399,10 @@ def matmul_summary(vec: dict) -> str:
 # -- running vectors through a backend -----------------------------------------------------------------
 
 def _backend_for_vectors(backend):
-    from fp4spec.backends.registry import as_availability, get_backend
+    from .loading import open_backend
 
-    be = get_backend(backend)
-    avail = as_availability(be.is_available())
-    if not avail:
-        raise BackendError(f"backend: {be.name!r} is not available here: {avail.reason or 'no reason given'}")
-    return be, be.capabilities()
+    be, _, caps = open_backend(backend)
+    return be, caps
 
 
 def run_vectors(vectors, backend) -> dict:
@@ -475,7 +473,10 @@ def build_parser() -> argparse.ArgumentParser:
                                             "(--op quantize) and block-scaled GEMM (--op matmul). Exit 0: "
                                             "conforms; 1: departs; 2: usage error.")
     sub = p.add_subparsers(dest="action", metavar="ACTION")
-    g = sub.add_parser("generate", help="write inputs and expected results to an npz file")
+    g = sub.add_parser("generate", help="write inputs and expected results to an npz file",
+                       description="Write test vectors -- inputs and the spec's expected codes, scales and tensor "
+                                   "scales (or GEMM operands and expected output bits) -- to an npz file, to run on "
+                                   "hardware elsewhere.")
     g.add_argument("--op", choices=OPS, default="quantize",
                    help="quantize: inputs and expected codes/scales (default); matmul: GEMM operands and expected "
                         "output bits under --accumulator")
@@ -489,14 +490,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rounding", choices=ROUNDING_MODES, default=None, help="quantize: element rounding (default rne)")
     g.add_argument("--sr-bits", type=int, default=None, help="quantize, --rounding sr: random bits (default 8)")
     g.add_argument("-o", "--output", required=True, metavar="VEC.npz")
-    c = sub.add_parser("check", help="compare a results npz from another machine with the vectors (either op)")
+    c = sub.add_parser("check", help="compare a results npz from another machine with the vectors (either op)",
+                       description="Compare the results a backend produced elsewhere with the vectors, bit for bit; "
+                                   "the same table and exit codes as fp4spec conform.")
     c.add_argument("vectors", metavar="VEC.npz")
     c.add_argument("results", metavar="RESULTS.npz")
     c.add_argument("--report", metavar="FILE.json|FILE.md")
-    r = sub.add_parser("run", help="run the vectors through a backend that runs here; write its results npz")
+    r = sub.add_parser("run", help="run the vectors through a backend that runs here; write its results npz",
+                       description="Run the vectors through a backend that runs here and write its results npz "
+                                   "(--backend numpy writes the reference's answers: a template of the file).")
     r.add_argument("vectors", metavar="VEC.npz")
-    r.add_argument("--backend", required=True, metavar="NAME|module:Name",
-                   help="a built-in backend (numpy) or a Backend class importable as package.module:Name")
+    r.add_argument("--backend", required=True, metavar="NAME|module:Name|file.py:Name",
+                   help="a built-in backend (numpy), a Backend class importable as package.module:Name, or one in "
+                        "a file, path/to/file.py:Name")
     r.add_argument("-o", "--output", required=True, metavar="RESULTS.npz")
     return p
 
@@ -533,10 +539,9 @@ def _generate(args) -> dict:
 def main(argv=None) -> int:
     """``fp4spec vectors generate|check|run ...``; returns the exit code (0, 1 departs, 2 usage error)."""
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args, code = parse_args(parser, argv)
+    if args is None:
+        return code
     if not args.action:
         parser.print_help(sys.stderr)
         return 2
@@ -563,7 +568,7 @@ def main(argv=None) -> int:
     except BackendRaised as exc:
         print(f"fp4spec vectors: departs: {exc}", file=sys.stderr)
         return 1
-    print(render_text(report))
+    print(render_text(report, all_rows=True, groups=False))
     if args.report:
         write_report(report, args.report)
     return report.exit_code()

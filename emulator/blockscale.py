@@ -132,7 +132,8 @@ def _quantize_mx_chunk(xb, scheme: Scheme, rounding, rbits, sr_bits):
     else:
         shift = -np.maximum(e, -126)  # torchao: divide by max(2^e, 2^-126)
     mult = np.ldexp(np.ones(shift.shape, np.float32), shift.astype(np.int32))
-    mult[nan_scale] = 0.0
+    torchao_rceil = scheme.policies["mx_element_scaling"] == "torchao" and scheme.scale_rule == "rceil"
+    mult[nan_scale] = np.nan if torchao_rceil else 0.0  # torchao RCEIL multiplies a NaN block by its NaN descale
     with np.errstate(invalid="ignore", over="ignore"):
         y = xb * mult[..., None]
     if scheme.element.has_nan:  # a NaN y (x NaN or +-Inf, NaN scale) takes x's sign, not the host's
@@ -222,9 +223,9 @@ def block_scale_values(vec_max: np.ndarray, ts: TensorScale, scheme: Scheme, can
                 s = np.minimum(vec_max * mult, FLT_MAX)
         else:
             s = (vec_max / max_elem) / ts.decode
-            if scheme.policies["nv_block_scale_floor"] == "e4m3_min_normal":
-                fl = scheme.scale.min_normal if scheme.scale.min_normal is not None else scheme.scale.min_positive
-                s = np.maximum(s, F32(fl))
+        if scheme.policies["nv_block_scale_floor"] == "e4m3_min_normal":
+            fl = scheme.scale.min_normal if scheme.scale.min_normal is not None else scheme.scale.min_positive
+            s = np.maximum(s, F32(fl))
         return np.minimum(s, F32(scheme.scale.max)).astype(np.float32, copy=False)
 
 

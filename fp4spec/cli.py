@@ -12,6 +12,38 @@ import sys
 from .number_formats import formats, get_format
 
 
+class DeprecatedAlias(argparse.Action):
+    """An old option name that still works, with a one-line note on stderr naming the new one."""
+
+    def __init__(self, option_strings, dest, new: str = "", target_action: str = "store", **kw):
+        self.new, self.target_action = new, target_action
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: note: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        if self.target_action == "store_true":
+            setattr(namespace, self.dest, True)
+        elif self.target_action == "extend":
+            setattr(namespace, self.dest, (getattr(namespace, self.dest, None) or []) + list(values))
+        else:
+            setattr(namespace, self.dest, values)
+
+
+def add_deprecated(p, old: str, new: str, dest: str, kind: str, **kw) -> None:
+    """Add ``old`` as a hidden, deprecated spelling of option ``new`` (same ``dest``)."""
+    nargs = {"store_true": 0, "extend": "+"}.get(kind)
+    p.add_argument(old, dest=dest, action=DeprecatedAlias, new=new, target_action=kind, nargs=nargs,
+                   help=argparse.SUPPRESS, **kw)
+
+
+def parse_args(parser: argparse.ArgumentParser, argv):
+    """``(args, None)``, or ``(None, exit code)`` where argparse would exit (``--help``: 0, a bad option: 2)."""
+    try:
+        return parser.parse_args(argv), None
+    except SystemExit as exc:
+        return None, int(exc.code or 0)
+
+
 def _cmd_formats(args) -> int:
     for fmt in formats.values():
         print(fmt.describe())
@@ -81,15 +113,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fp4spec {__import__('fp4spec').__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("formats", help="list every catalogued format, one line each")
+    p = sub.add_parser("formats", help="list every catalogued format, one line each",
+                       description="List every catalogued number format, one line each: kind, bits, bias, largest "
+                                   "value, smallest normal and subnormal, signedness and special codes.")
     p.set_defaults(func=_cmd_formats)
 
-    p = sub.add_parser("table", help="every code of a format: hex, sign/exponent/mantissa bits, value")
+    p = sub.add_parser("table", help="every code of a format: hex, sign/exponent/mantissa bits, value",
+                       description="Print every code of one format with its hex code, sign, exponent and mantissa "
+                                   "bits and its exact value, as Markdown, CSV or JSON.")
     p.add_argument("format", choices=list(formats), metavar="FORMAT", help=f"one of: {', '.join(formats)}")
-    p.add_argument("--output", choices=["md", "csv", "json"], default="md")
+    p.add_argument("--output", choices=["md", "csv", "json"], default="md", help="md (default), csv or json")
     p.set_defaults(func=_cmd_table)
 
-    p = sub.add_parser("profiles", help="list the vendor profiles and where their policies differ")
+    p = sub.add_parser("profiles", help="list the vendor profiles and where their policies differ",
+                       description="Print every vendor profile's choice for each policy as a Markdown table; "
+                                   "rows where the profiles disagree are marked.")
     p.set_defaults(func=_cmd_profiles)
 
     for name, (*_, help_text) in _DELEGATED.items():

@@ -138,7 +138,8 @@ def mx_scaled_element(x, e: int | None, rule: str, policies) -> np.float32:
     """The float32 value an element is rounded from.
 
     1. NaN scale (e is None): fp32(x * 0) -- +-0 for finite x (by x's sign), NaN for NaN
-       and +-Inf.
+       and +-Inf. Except ``mx_element_scaling="torchao"`` with ``rceil``: torchao multiplies
+       the block by its NaN descale, so every element is NaN (``fp32(x * NaN)``).
     2. ``mx_element_scaling="exact"`` (OCP): fp32(x * 2^-e) (2^-e is exact in float32 for
        every e in [-127, 127]; the product rounds only when it is an fp32 subnormal).
     3. ``"torchao"``: floor/ceil/even: fp32(x / max(2^e, 2^-126)) (torchao clamps the fp32
@@ -146,14 +147,15 @@ def mx_scaled_element(x, e: int | None, rule: str, policies) -> np.float32:
        scale code 0 and r = 2^-e otherwise (TransformerEngine's ``exp2f_rcp``).
     4. A NaN result takes the sign bit of x. Only step 1 makes NaNs (a NaN x always has a
        NaN scale; steps 2-3 map +-Inf to +-Inf), and there ``Inf * 0`` is an invalid
-       operation whose NaN sign IEEE 754 leaves open (x86 gives -NaN for both signs, ARM and
+       operation (and ``x * NaN`` a propagation) whose NaN sign IEEE 754 leaves open (x86 gives -NaN for both signs, ARM and
        CUDA +NaN; CUDA also drops a NaN's sign in ``NaN * 0``). The sign is a code bit of
        elements with NaN (E4M3, E5M2); taking x's makes the codes independent of the
        platform and keeps ``quantize(-x) == -quantize(x)``.
     """
     x = F32(x)
     if e is None:
-        y = _f32_op(lambda: x * F32(0.0))
+        nan_descale = policies["mx_element_scaling"] == "torchao" and rule == "rceil"
+        y = _f32_op(lambda: x * (F32(np.nan) if nan_descale else F32(0.0)))
     elif policies["mx_element_scaling"] == "exact":
         y = _f32_op(lambda: x * F32(2.0 ** -e))
     elif rule == "rceil":
@@ -257,7 +259,9 @@ def two_level_block_scale(vec_max, ts: TensorScale, scheme: Scheme, candidate: f
 
     1. mult = fp32(S_enc * fp32(1/max)) (per tensor: the reciprocal folded in once).
     2. s = fp32(vec_max * mult); s = min(s, FLT_MAX).
-    3. s = min(s, scale_max_value) (448 for UE4M3; NaN stays NaN), then the scale code is
+    3. Under ``nv_block_scale_floor="e4m3_min_normal"``: s = max(s, floor), floor = the scale
+       format's smallest normal (2^-6 for UE4M3; NaN stays NaN; TE's profile sets "none").
+       s = min(s, scale_max_value) (448 for UE4M3; NaN stays NaN), then the scale code is
        ``encode_scalar(s, scale, "rne", overflow="saturate")`` (UE4M3 SATFINITE; NaN -> 0x7F).
 
     TE 4over6 candidates (``candidate`` = 1.0 for map-to-6, 1.5 for map-to-4):
@@ -284,17 +288,15 @@ def two_level_block_scale(vec_max, ts: TensorScale, scheme: Scheme, candidate: f
             rcp = _f32_op(lambda: F32(1.0) / max_elem)
             mult = _f32_op(lambda: ts.encode * rcp)
             s = _min_flt_max(_f32_op(lambda: vec_max * mult))
-        if s > scale_top:
-            s = scale_top
     else:
         b = _f32_op(lambda: vec_max / max_elem)
         s = _f32_op(lambda: b / ts.decode)
-        if scheme.policies["nv_block_scale_floor"] == "e4m3_min_normal":
-            floor = F32(scheme.scale.min_normal if scheme.scale.min_normal is not None else scheme.scale.min_positive)
-            if s < floor:
-                s = floor
-        if s > scale_top:
-            s = scale_top
+    if scheme.policies["nv_block_scale_floor"] == "e4m3_min_normal":
+        floor = F32(scheme.scale.min_normal if scheme.scale.min_normal is not None else scheme.scale.min_positive)
+        if s < floor:
+            s = floor
+    if s > scale_top:
+        s = scale_top
     return encode_scalar(s, scheme.scale, "rne", overflow="saturate")
 
 

@@ -1,6 +1,6 @@
 """MkDocs hook: expand ``{{ name(args) }}`` placeholders from the code at build time.
 
-A placeholder is replaced by the Markdown that ``tables.PLACEHOLDERS[name](*args)`` returns,
+A placeholder is replaced by the Markdown that ``PLACEHOLDERS[name](*args)`` returns,
 so tables and quoted docstrings cannot go stale. Arguments are Python literals, e.g.
 ``{{ code_table("e2m1") }}`` or ``{{ format_summary(link_base="") }}``. A placeholder alone
 on an indented line (inside an admonition or a tab) keeps that indentation on every output
@@ -24,6 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tables  # noqa: E402
 
 tables = importlib.reload(tables)  # `mkdocs serve` re-runs this file; pick up edits to tables.py
+import generated  # noqa: E402
+
+generated = importlib.reload(generated)
+PLACEHOLDERS = {**tables.PLACEHOLDERS, **generated.PLACEHOLDERS}
 
 TOKEN = re.compile(
     r"(?P<code>^[ \t]*(?P<fence>`{3,}|~{3,})[^\n]*\n.*?^[ \t]*(?P=fence)[ \t]*$|`[^`\n]+`)"
@@ -43,13 +47,13 @@ def expand(markdown: str, where: str = "<string>") -> str:
         if m.group("stray"):
             raise PluginError(f"{where}: malformed placeholder near {markdown[m.start():m.start() + 60]!r}")
         name = m.group("name")
-        if name not in tables.PLACEHOLDERS:
-            raise PluginError(f"{where}: unknown placeholder {name!r}; known: {', '.join(tables.PLACEHOLDERS)}")
+        if name not in PLACEHOLDERS:
+            raise PluginError(f"{where}: unknown placeholder {name!r}; known: {', '.join(PLACEHOLDERS)}")
         try:
             call = ast.parse(f"f({m.group('args')})", mode="eval").body
             args = [ast.literal_eval(a) for a in call.args]
             kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-            text = tables.PLACEHOLDERS[name](*args, **kwargs)
+            text = PLACEHOLDERS[name](*args, **kwargs)
         except Exception as exc:  # report every failure, never skip silently
             raise PluginError(f"{where}: cannot expand {m.group(0)!r}: {type(exc).__name__}: {exc}") from exc
         indent = line if not line.strip() else ""

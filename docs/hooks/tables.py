@@ -325,16 +325,17 @@ def format_params(name: str) -> str:
     return _table(["parameter", "value"], rows)
 
 
-def rne_bins(name: str) -> str:
-    """For each non-negative value: the inputs that round to it under RNE, how far that
-    interval reaches below and above the value, and the mean rounding error (result - input)
-    of inputs spread uniformly over it. A non-zero mean error is the grid's shrinkage bias."""
-    fmt = get_format(name)
+def rne_intervals(fmt) -> list[dict]:
+    """For each non-negative value of ``fmt``, in order: its code, the value, the interval of
+    inputs that round to it under RNE (``lo``, ``hi``, whether each end is included) and the
+    mean rounding error (value - input) of inputs spread uniformly over it, ``bias`` (0 for
+    the zero, whose interval is symmetric about it). The top value's interval ends at the
+    overflow tie, half an ulp of the top binade above the max."""
     grid = [(v, c) for v, c in fmt.grid if v >= 0]
-    rows = []
+    out = []
     for i, (v, code) in enumerate(grid):
         top = i + 1 == len(grid)
-        if top:  # the overflow tie: half an ulp of the top binade above the max
+        if top:
             ulp = (Fraction(2) ** (fmt.emax - fmt.mantissa_bits) if fmt.kind == "float"
                    else v - grid[i - 1][0])
             hi = v + ulp / 2
@@ -343,15 +344,32 @@ def rne_bins(name: str) -> str:
             hi = (v + grid[i + 1][0]) / 2
             hi_closed = _wins_tie(fmt, (v, code), grid[i + 1])
         if i == 0:
-            rows.append([f"`{_hex(fmt, code)}`", fmt_value(v), f"[0, {fmt_value(hi)}"
-                         + ("]" if hi_closed else ")"), "–", fmt_value(hi - v), "–"])
+            lo, lo_closed, bias = Fraction(0), True, Fraction(0)
+        else:
+            lo = (grid[i - 1][0] + v) / 2
+            lo_closed = _wins_tie(fmt, (v, code), grid[i - 1])
+            bias = v - (lo + hi) / 2
+        out.append({"code": code, "value": v, "lo": lo, "hi": hi, "lo_closed": lo_closed, "hi_closed": hi_closed,
+                    "top": top, "bias": bias, "first": i == 0})
+    return out
+
+
+def rne_bins(name: str) -> str:
+    """For each non-negative value: the inputs that round to it under RNE, how far that
+    interval reaches below and above the value, and the mean rounding error (result - input)
+    of inputs spread uniformly over it. A non-zero mean error is the grid's shrinkage bias."""
+    fmt = get_format(name)
+    rows = []
+    for c in rne_intervals(fmt):
+        v, lo, hi = c["value"], c["lo"], c["hi"]
+        if c["first"]:
+            rows.append([f"`{_hex(fmt, c['code'])}`", fmt_value(v), f"[0, {fmt_value(hi)}"
+                         + ("]" if c["hi_closed"] else ")"), "–", fmt_value(hi - v), "–"])
             continue
-        lo = (grid[i - 1][0] + v) / 2
-        lo_closed = _wins_tie(fmt, (v, code), grid[i - 1])
-        interval = ("[" if lo_closed else "(") + f"{fmt_value(lo)}, {fmt_value(hi)}" + \
-            ("]" if hi_closed else ")") + (" and above, if saturating" if top else "")
-        err = v - (lo + hi) / 2
-        rows.append([f"`{_hex(fmt, code)}`", fmt_value(v), interval, fmt_value(v - lo),
+        interval = ("[" if c["lo_closed"] else "(") + f"{fmt_value(lo)}, {fmt_value(hi)}" + \
+            ("]" if c["hi_closed"] else ")") + (" and above, if saturating" if c["top"] else "")
+        err = c["bias"]
+        rows.append([f"`{_hex(fmt, c['code'])}`", fmt_value(v), interval, fmt_value(v - lo),
                      fmt_value(hi - v), fmt_value(err) if err else "0"])
     return _table(["code", "value", "inputs that round to it (RNE)", "reach below",
                    "reach above", "mean error"], rows, ["---", "--:", "---", "--:", "--:", "--:"])

@@ -386,10 +386,16 @@ def check(directory, *, seed: int = 0, schemes: Sequence = SCHEMES, quick: bool 
 
 def add_analyze_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``analyze`` subcommand to an ``argparse`` subparsers object (for fp4spec.cli)."""
+    from fp4spec.cli import add_deprecated  # the shared option spellings (imported when the CLI is built)
+
     p = subparsers.add_parser("analyze", help="shrinkage bias, SQNR before/after RHT and attenuation vs depth: "
-                                              "a markdown report with PNG plots")
-    p.add_argument("--schemes", nargs="+", default=list(SCHEMES), metavar="SCHEME",
+                                              "a markdown report with PNG plots",
+                              description="Measure shrinkage bias, SQNR before and after the RHT and attenuation "
+                                          "versus depth for several schemes; write a Markdown report with PNG "
+                                          "plots (needs matplotlib).")
+    p.add_argument("--scheme", action="extend", nargs="+", default=None, metavar="SCHEME",
                    help=f"schemes to compare (default: {' '.join(SCHEMES)})")
+    add_deprecated(p, "--schemes", "--scheme", "scheme", "extend", metavar="SCHEME")
     p.add_argument("--out", default="analysis", metavar="DIR", help="output folder (default: ./analysis)")
     p.add_argument("--seed", type=int, default=0, help="seed of every tensor, weight and RHT sign (default 0)")
     p.add_argument("--quick", action="store_true", help="small tensors, seconds instead of about a minute")
@@ -404,7 +410,7 @@ def _cmd_analyze(args) -> int:
     except MissingExtra as exc:
         print(f"fp4spec analyze: error: {exc}", file=sys.stderr)
         return 2
-    path = run_analyze(args.schemes, args.out, seed=args.seed, quick=args.quick, progress=not args.no_progress)
+    path = run_analyze(args.scheme or list(SCHEMES), args.out, seed=args.seed, quick=args.quick, progress=not args.no_progress)
     print(path)
     return 0
 

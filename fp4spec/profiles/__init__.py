@@ -36,7 +36,8 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
         ("nan_scale", "nan_only")),
     "mx_element_scaling": (
         "how elements are scaled: 'exact' = fp32(x * 2^-e); 'torchao' = fp32(x / max(2^e, 2^-126)) "
-        "for floor/ceil/even and fp32(x * r) with r = 1.0 for scale byte 0 for rceil",
+        "for floor/ceil/even and fp32(x * r) with r = 1.0 for scale byte 0 for rceil (a NaN block: "
+        "r = NaN, every element NaN)",
         ("exact", "torchao")),
     "mx_rceil_descale": (
         "rceil: how amax/max_elem is formed in fp32",
@@ -69,7 +70,8 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
         "rounding of scaled elements",
         ("rne", "rna")),
     "element_nan": (
-        "code of a NaN scaled element in a 4-bit format without NaN",
+        "code of a NaN scaled element in a 4-bit format without NaN; 'unspecified' = any code (and, "
+        "in a format with NaN, any NaN code): conformance treats those positions as don't-care",
         ("zero", "signed_zero", "max", "unspecified")),
     "element_overflow": (
         "finite scaled values beyond the element's max",

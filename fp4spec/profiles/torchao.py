@@ -4,9 +4,15 @@ Sources: torchao/prototype/mx_formats/mx_tensor.py ``to_mx`` (FLOOR, CEIL, EVEN;
 ``_to_mx_rceil``), torchao/prototype/mx_formats/nvfp4_tensor.py ``nvfp4_quantize`` with
 ``per_tensor_amax_to_scale``, torchao/prototype/custom_fp_utils.py (torchao 0.18.0).
 
-Not modelled (see the divergence tests): the RCEIL eager path takes ``ceil(torch.log2(d))``
-in floating point, which is one too small when d lies a few ulps above a power of two; its
-bit-level FP4/FP6 cast gives unspecified bits for NaN.
+Modelled: RCEIL multiplies a NaN block by its NaN descale, so every element of the block is
+NaN (``mx_element_scaling="torchao"``); its bit-level FP4/FP6 cast gives unspecified bits for
+NaN, and which NaN an FP8 element gets depends on the host's NaN propagation
+(``element_nan="unspecified"``: those positions are don't-care in conformance).
+
+Not modelled, known torchao bugs that ``fp4spec conform`` names when it sees them: the RCEIL
+eager path takes ``ceil(torch.log2(d))`` in floating point, which is one too small when d lies
+a few ulps above a power of two; ``nvfp4_quantize`` divides by a zero per-tensor scale when
+the tensor amax is 0 or below about 2688 * 2^-149 (the block scales become NaN, 0xFF on x86).
 """
 
 from . import Profile

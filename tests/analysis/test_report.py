@@ -46,8 +46,10 @@ def test_cli_parser_wiring(tmp_path, monkeypatch):
     parser = argparse.ArgumentParser(prog="fp4spec")
     sub = parser.add_subparsers(dest="command")
     report.add_analyze_parser(sub)
-    args = parser.parse_args(["analyze", "--schemes", "nvfp4", "ufp4", "--out", str(tmp_path), "--quick"])
-    assert args.schemes == ["nvfp4", "ufp4"] and args.quick and args.out == str(tmp_path)
+    args = parser.parse_args(["analyze", "--scheme", "nvfp4", "ufp4", "--out", str(tmp_path), "--quick"])
+    assert args.scheme == ["nvfp4", "ufp4"] and args.quick and args.out == str(tmp_path)
+    old = parser.parse_args(["analyze", "--schemes", "nvfp4", "ufp4"])  # the deprecated spelling still works
+    assert old.scheme == ["nvfp4", "ufp4"]
     seen = {}
     monkeypatch.setattr(report, "run_analyze", lambda *a, **k: seen.update(a=a, k=k) or tmp_path / "report.md")
     assert args.func(args) == 0

@@ -251,7 +251,7 @@ def test_unavailable_here_with_the_cpu_reason():
 
 @no_gpu
 def test_conform_exits_2_with_the_reason():
-    proc = subprocess.run([sys.executable, "-m", "fp4spec", "conform", "--backend", "native", "--quiet"],
+    proc = subprocess.run([sys.executable, "-m", "fp4spec", "conform", "--backend", "native", "--no-progress"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "'native' is not available here: no CUDA/ROCm device" in proc.stderr

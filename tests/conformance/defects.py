@@ -52,6 +52,22 @@ def _two_level_parts(x, sch, rounding, rbits, sr_bits):
     return prep, xb, rb, ts, scale_codes
 
 
+class _TeChainDefect(NumpyBackend):
+    """The numpy backend, except for two-level schemes with TE's chain and the amax rule, which
+    :meth:`broken` quantizes (from the blocks, their random bits and TE's tensor scale)."""
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        sch = resolve_scheme(scheme)
+        if sch.structure != "two_level" or sch.scale_rule != "amax" or sch.policies["nv_scale_chain"] != "te":
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        prep, xb, rb, ts, scale_codes = _two_level_parts(x, sch, rounding, rbits, sr_bits)
+        codes, scales, g = self.broken(sch, xb, rb, ts, scale_codes, rounding, sr_bits)
+        return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scales, g, sch, prep.axis, prep.shape)
+
+    def broken(self, sch, xb, rb, ts, scale_codes, rounding, sr_bits):
+        raise NotImplementedError
+
+
 # -- the eight listed defects ---------------------------------------------------------------------------
 
 class TiesAway(NumpyBackend):
@@ -101,17 +117,13 @@ class SwappedNibbles(NumpyBackend):
         return pack(codes, order="hi_first")
 
 
-class DivideNotReciprocal(NumpyBackend):
+class DivideNotReciprocal(_TeChainDefect):
     """NVFP4 elements as x / fp32(s * S_dec) where the spec multiplies by fp32(1 / fp32(s * S_dec))
     (arch-com#905: identical on random inputs, different on ties)."""
 
     name = "divide-not-reciprocal"
 
-    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
-        sch = resolve_scheme(scheme)
-        if sch.structure != "two_level" or sch.scale_rule != "amax" or sch.policies["nv_scale_chain"] != "te":
-            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
-        prep, xb, rb, ts, scale_codes = _two_level_parts(x, sch, rounding, rbits, sr_bits)
+    def broken(self, sch, xb, rb, ts, scale_codes, rounding, sr_bits):
         s = sch.scale.values.astype(np.float32)[scale_codes]
         with np.errstate(all="ignore"):
             d = (s * ts.decode).astype(np.float32)
@@ -122,8 +134,7 @@ class DivideNotReciprocal(NumpyBackend):
             y = (y + F32(0.0)).astype(np.float32)
         codes = encode(y, sch.element, rounding, rbits=rb, sr_bits=sr_bits, overflow="saturate",
                        nan=element_nan_policy(sch.element))
-        return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scale_codes, ts.decode, sch, prep.axis,
-                                          prep.shape)
+        return codes, scale_codes, ts.decode
 
 
 class WrongGlobalScale(NumpyBackend):
@@ -279,6 +290,130 @@ class ScaleCastTruncates(NumpyBackend):
                                           prep.shape)
 
 
+# -- one planted defect per mistake fp4spec.conformance.diagnose names ----------------------------------
+
+class _MxRuleSwap(NumpyBackend):
+    """Claims MX scale rule ``claimed``, computes ``computed`` (a rule mix-up)."""
+
+    claimed, computed = "floor", "ceil"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        sch = resolve_scheme(scheme)
+        if sch.structure != "mx" or sch.scale_rule != self.claimed:
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        q = super().quantize(x, get_scheme(sch, scale_rule=self.computed), rounding=rounding, rbits=rbits,
+                             sr_bits=sr_bits)
+        return _replace(q, scheme=sch)
+
+
+class MxRceilForFloor(_MxRuleSwap):
+    """The cuBLAS rceil rule where floor is claimed."""
+
+    name, computed = "mx-rceil-for-floor", "rceil"
+
+
+class MxEvenForFloor(_MxRuleSwap):
+    """torchao's EVEN rule (amax rounded to the element's mantissa first) where floor is claimed."""
+
+    name, computed = "mx-even-for-floor", "even"
+
+
+class MxFloorForRceil(_MxRuleSwap):
+    """The OCP floor rule where rceil (cuBLAS) is claimed."""
+
+    name, claimed, computed = "mx-floor-for-rceil", "rceil", "floor"
+
+
+class TorchaoChainForTe(_TeChainDefect):
+    """Claims TE's NVFP4 chain, computes torchao's: pts = amax / 2688, s = (block amax / 6) / pts,
+    elements times fp32(fp32(1 / pts) / s) -- written out here as a kernel would."""
+
+    name = "torchao-chain-for-te"
+
+    def broken(self, sch, xb, rb, ts, scale_codes, rounding, sr_bits):
+        with np.errstate(all="ignore"):
+            amax = np.max(np.abs(xb)) if xb.size else F32(0)
+            pts = F32(F32(amax) / (F32(sch.scale_bound) * F32(sch.max_elem)))
+            s = np.minimum((blockscale.block_amaxes(xb, sch) / F32(sch.max_elem)) / pts, F32(sch.scale.max))
+        codes_s = encode(s.astype(np.float32), sch.scale, "rne", overflow="saturate")
+        with np.errstate(all="ignore"):
+            mult = (F32(1.0) / pts) / sch.scale.values.astype(np.float32)[codes_s]
+        return blockscale.element_codes(xb, mult.astype(np.float32), sch, rounding, rb, sr_bits), codes_s, pts
+
+
+class E4M3ScaleFloor(_TeChainDefect):
+    """TE's NVFP4 chain with the block scale clamped to the smallest E4M3 normal (2^-6) before its
+    cast, as torchao does; TE allows zero and subnormal block scales."""
+
+    name = "e4m3-scale-floor"
+
+    def broken(self, sch, xb, rb, ts, scale_codes, rounding, sr_bits):
+        s = block_scale_value(blockscale.block_amaxes(xb, sch), sch, ts)
+        s = np.minimum(np.maximum(s, F32(2.0 ** -6)), F32(sch.scale.max))  # NaN stays NaN
+        scale_codes = encode(s.astype(np.float32), sch.scale, "rne", overflow="saturate")
+        mult = blockscale.element_multipliers(scale_codes, ts, sch)
+        return blockscale.element_codes(xb, mult, sch, rounding, rb, sr_bits), scale_codes, ts.decode
+
+
+class NanOnlyBlocks(NumpyBackend):
+    """Claims the OCP profile (an Inf block gets the NaN scale 0xFF) but sends a block whose amax is
+    Inf through the scale rule with amax read as 2^128, as torchao does (its NaN-block policy)."""
+
+    name = "nan-only-blocks"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        sch = resolve_scheme(scheme)
+        q = super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        if sch.structure != "mx" or sch.policies["mx_nonfinite_block"] != "nan_scale":
+            return q
+        k = sch.block_size
+        xa = np.asarray(x, np.float32)
+        xb = xa.reshape(xa.shape[:-1] + (-1, k))
+        inf_only = np.isinf(xb).any(axis=-1) & ~np.isnan(xb).any(axis=-1)
+        if not inf_only.any():
+            return q
+        e = 127 if sch.scale_rule == "rceil" else min(127, 128 - sch.element.emax)  # rule of 2^128
+        with np.errstate(all="ignore"):
+            y = (xb * F32(2.0 ** -e)).astype(np.float32)
+        el = encode(y, sch.element, rounding, rbits=None if rbits is None else np.asarray(rbits).reshape(y.shape),
+                    sr_bits=sr_bits, overflow="saturate", nan=element_nan_policy(sch.element))
+        codes = np.where(inf_only[..., None], el, np.asarray(q.codes).reshape(xb.shape)).reshape(xa.shape)
+        scales = np.where(inf_only, np.uint8(e + 127), q.scales)
+        return _replace(q, codes=codes.astype(np.uint8), scales=scales.astype(np.uint8))
+
+
+class PlainScaleLayout(NumpyBackend):
+    """to_blocked returns the scales row-major, padded to whole 128 x 4 tiles, without the swizzle."""
+
+    name = "plain-scale-layout"
+
+    def to_blocked(self, scales):
+        from fp4spec.layouts import blocked_shape
+
+        s = np.asarray(scales, np.uint8)
+        rp, cp = blocked_shape(*s.shape)
+        out = np.zeros((rp, cp), np.uint8)
+        out[:s.shape[0], :s.shape[1]] = s
+        return out.reshape(-1)
+
+
+#: Defects of the mistakes diagnose names, with the schemes, roundings and words of the match.
+DIAGNOSED = (
+    (TiesAway, ["mxfp4", "nvfp4"], ["rne"], "ties away from zero (ties to even expected)"),
+    (MxCeilRule, ["mxfp4"], ["rne"], "ceil scale rule (floor expected)"),
+    (MxRceilForFloor, ["mxfp4"], ["rne"], "rceil scale rule (floor expected)"),
+    (MxEvenForFloor, ["mxfp4"], ["rne"], "even scale rule (floor expected)"),
+    (MxFloorForRceil, ["mxfp4:scale_rule=rceil"], ["rne"], "floor scale rule (rceil expected)"),
+    (FloatLog2Scale, ["mxfp4"], ["rne"], "scale exponent from a float32 log2"),
+    (DivideNotReciprocal, ["nvfp4"], ["rne"], "division by the block scale"),
+    (TorchaoChainForTe, ["nvfp4"], ["rne"], "NVFP4 scale chain of profile 'torchao'"),
+    (E4M3ScaleFloor, ["nvfp4"], ["rne"], "E4M3 scale floor"),
+    (NanOnlyBlocks, ["mxfp4"], ["rne"], "NaN-block policy of profile 'torchao'"),
+    (SwappedNibbles, ["mxfp4"], ["rne"], "high nibble first"),
+    (PlainScaleLayout, ["mxfp4"], ["rne"], "row-major"),
+)
+
+
 # -- RHT defects: quantize(x, rht=) with the transform computed wrongly -----------------------------------
 
 def _reversed_fwht(x, r):
@@ -327,6 +462,18 @@ class RhtStagesReversed(_RhtDefect):
         return _reversed_fwht(x, r)
 
 
+class RhtWrongAxis(_RhtDefect):
+    """The transform runs down the columns (axis 0) instead of along the blocked axis (the wgrad
+    path's transpose mixed up); a tensor whose rows are not whole RHT rows cannot be transformed."""
+
+    name = "rht-wrong-axis"
+
+    def transform(self, x, r):
+        if x.shape[0] % r.size:
+            raise ValueError(f"rht along axis 0 needs a multiple of {r.size} rows, got {x.shape[0]}")
+        return r.apply(x, axis=0)
+
+
 class RhtFloat64Sums(_RhtDefect):
     """Sums the RHT in float64 (one rounding to the output dtype) while claiming fwht-fp32."""
 
@@ -360,7 +507,9 @@ class RhtAmaxBeforeTransform(_NumpyBackend):
 
 
 #: RHT defects (the numpy backend's claims, one thing wrong in the transform or its amax).
-RHT_DEFECTS = (RhtStagesReversed, RhtFloat64Sums, RhtAmaxBeforeTransform)
+RHT_DEFECTS = (RhtStagesReversed, RhtFloat64Sums, RhtAmaxBeforeTransform, RhtWrongAxis)
+DIAGNOSED += ((RhtWrongAxis, ["nvfp4", "mxfp4"], ["rne"], "the RHT applied along the wrong axis"),
+              (RhtFloat64Sums, ["nvfp4"], ["rne"], "the RHT summed in float64"))
 
 
 #: The defects the issue lists, in its order.

@@ -9,20 +9,29 @@ from fp4spec.conformance.report import Counterexample, PropertyResult, Report, r
 from fp4spec.conformance.runner import main
 
 
-def test_numpy_run_exits_0_and_prints_table(capsys):
+def test_numpy_run_exits_0_and_prints_the_summary(capsys):
     assert main(["--backend", "numpy", "--scheme", "nvint4", "--rounding", "rne", "--max-examples", "1",
-                 "--quiet"]) == 0
+                 "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split() == ["property", "scheme", "rounding", "result", "examples", "first",
-                                           "counterexample", "/", "note"]
+    lines = out.splitlines()
+    assert lines[0].split() == ["scheme", "rows", "passed", "failed", "skipped", "s"]
+    assert lines[2].split()[:5] == ["nvint4", "9", "9", "0", "0"]  # one line per scheme, no PASS rows
+    assert "PASS" not in out and "rows not shown; --all shows every row" in out
+    assert lines[-1].startswith("numpy: CONFORMS -- ") and " rows: " in lines[-1]
+
+
+def test_all_lists_every_row(capsys):
+    assert main(["--backend", "numpy", "--scheme", "nvint4", "--rounding", "rne", "--max-examples", "1",
+                 "--no-progress", "--all", "--matmul-max-examples", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "property        scheme  rounding  result  examples  first counterexample / note" in out
     assert "ties_to_even    nvint4  rne       PASS" in out
-    assert "numpy: CONFORMS" in out
 
 
 def test_departure_exits_1_and_writes_reports(tmp_path, capsys):
     md, js = tmp_path / "r.md", tmp_path / "r.json"
     args = ["--backend", "tests.conformance.defects:E8M0ZeroBlockNaN", "--scheme", "mxfp4", "--rounding", "rne",
-            "--property", "special_values", "--quiet"]
+            "--property", "special_values", "--no-progress"]
     assert main(args + ["--report", str(md)]) == 1
     assert main(args + ["--report", str(js)]) == 1
     out = capsys.readouterr().out
@@ -47,7 +56,7 @@ class NeedsGpu(NumpyBackend):
     (["--backend", f"{__name__}:NeedsGpu"], ["'needs-gpu' is not available here: no CUDA device"]),
 ])
 def test_usage_errors_exit_2(argv, words, capsys):
-    assert main(argv + ["--quiet"]) == 2
+    assert main(argv + ["--no-progress"]) == 2
     err = capsys.readouterr().err
     for w in words:
         assert w in err

@@ -43,6 +43,15 @@ CASES = [
     (D.RhtStagesReversed, ["nvfp4", "mxfp4"], ["rne", "sr"], {"rht"}),
     (D.RhtFloat64Sums, ["nvfp4", "mxfp4"], ["rne"], {"rht"}),
     (D.RhtAmaxBeforeTransform, ["nvfp4"], ["rne", "sr"], {"rht"}),
+    (D.RhtWrongAxis, ["nvfp4", "mxfp4"], ["rne"], {"rht"}),
+    # one per mistake fp4spec.conformance.diagnose names (test_conform_diagnose checks the names)
+    (D.MxRceilForFloor, ["mxfp4"], ["rne"], {"scale_rule", "reference"}),
+    (D.MxEvenForFloor, ["mxfp4"], ["rne"], {"scale_rule", "reference"}),
+    (D.MxFloorForRceil, ["mxfp4:scale_rule=rceil"], ["rne"], {"scale_rule", "reference"}),
+    (D.TorchaoChainForTe, ["nvfp4"], ["rne"], {"reference"}),
+    (D.E4M3ScaleFloor, ["nvfp4"], ["rne"], {"saturation"}),
+    (D.NanOnlyBlocks, ["mxfp4"], ["rne"], {"special_values"}),
+    (D.PlainScaleLayout, ["mxfp4"], ["rne"], {"scale_layout"}),
 ]
 
 
@@ -59,6 +68,7 @@ def test_default_run_rejects_planted_defect(defect, schemes, rounding, caught_by
 
 def test_listed_defects_are_all_covered():
     assert {c[0] for c in CASES} >= set(D.LISTED) | set(D.UNLISTED) | set(D.RHT_DEFECTS)
+    assert {c[0] for c in CASES} >= {d[0] for d in D.DIAGNOSED}
 
 
 @pytest.mark.parametrize("defect", D.RHT_DEFECTS, ids=lambda d: d.__name__)
@@ -70,7 +80,8 @@ def test_rht_defects_break_only_the_rht(defect):
     cx = row.counterexample
     assert cx.what.startswith("rht 16/") and cx.context["rht"].startswith("16/") and cx.tensor is not None
     assert any("after the RHT" in n for n in cx.notes)
-    diagnosis = {D.RhtFloat64Sums: "summed in float64", D.RhtAmaxBeforeTransform: "amax must be taken after"}
+    diagnosis = {D.RhtFloat64Sums: "summed in float64", D.RhtAmaxBeforeTransform: "amax must be taken after",
+                 D.RhtWrongAxis: "ran down the columns"}
     if defect in diagnosis:
         assert any(diagnosis[defect] in n for n in cx.notes), cx.notes
 
@@ -84,11 +95,15 @@ def test_cli_subprocess_reports_ties_away(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr
     table = proc.stdout
-    assert "ties_to_even    mxfp4   rne       FAIL" in table and "exactly the midpoint (a tie)" in table
+    assert re.search(r"ties_to_even +mxfp4 +rne +FAIL", table) and "exactly the midpoint (a tie)" in table
+    assert " PASS " not in table  # passing rows only with --all
     assert "expected 0x" in table and "got 0x" in table
-    assert re.search(r"\[9/\d+\] mxfp4: 6 passed, 2 failed, 1 skipped", proc.stderr)  # one line per scheme
+    assert "matches:  ties away from zero (ties to even expected)" in table
+    assert "1. matches: ties away from zero (ties to even expected)" in table  # one finding for four rows
+    assert re.search(r"\[9/\d+\] checks: mxfp4: 6 passed, 2 failed, 1 skipped", proc.stderr)  # a line per scheme
     data = json.loads(out.read_text())
     assert data["conforms"] is False and data["backend"] == "ties-away"
+    assert data["findings"][0]["cause"] == "matches: ties away from zero (ties to even expected)"
     # replay the counterexample from the report's float32 bits
     row = next(r for r in data["results"] if r["property"] == "ties_to_even" and r["scheme"] == "nvfp4")
     cx = row["counterexample"]
@@ -107,6 +122,6 @@ def test_fp4spec_conform_cli_once_wired(tmp_path):
         pytest.skip("fp4spec.cli does not have the 'conform' command yet")
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-m", "fp4spec", "conform", "--backend",
-                           "tests.conformance.defects:TiesAway", "--scheme", "mxfp4", "--rounding", "rne", "--quiet"],
+                           "tests.conformance.defects:TiesAway", "--scheme", "mxfp4", "--rounding", "rne", "--no-progress"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and "ties_to_even" in proc.stdout

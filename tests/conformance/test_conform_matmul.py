@@ -136,7 +136,7 @@ def test_default_run_rejects_planted_gemm_defect(defect, caught_by):
 
 def test_gemm_defect_counterexample_replays_from_the_json_report(tmp_path):
     out = tmp_path / "r.json"
-    argv = ["--backend", "tests.conformance.defects:Truncate34Gemm", "--property", "matmul/truncation", "--quiet",
+    argv = ["--backend", "tests.conformance.defects:Truncate34Gemm", "--property", "matmul/truncation", "--no-progress",
             "--report", str(out)]
     assert conform_main(argv) == 1
     row = json.loads(out.read_text())["results"][0]
@@ -220,7 +220,7 @@ def test_duck_typed_and_unclaimed_matmul():
 def test_matmul_usage_errors_exit_2(argv, words, capsys):
     if "--backend" not in argv:
         argv = ["--backend", "numpy"] + argv
-    assert conform_main(argv + ["--quiet"]) == 2
+    assert conform_main(argv + ["--no-progress"]) == 2
     err = capsys.readouterr().err
     for w in words:
         assert w in err
@@ -228,13 +228,15 @@ def test_matmul_usage_errors_exit_2(argv, words, capsys):
 
 def test_cli_accumulator_narrows_and_tables_show_gemm_rows(capsys):
     assert conform_main(["--backend", "numpy", "--property", "matmul", "--accumulator", "sm100-mxf4nvf4",
-                         "--matmul-max-examples", "2"]) == 0
+                         "--matmul-max-examples", "2", "--all"]) == 0
     cap = capsys.readouterr()
     lines = cap.out.splitlines()
-    assert lines[0].split()[:5] == ["property", "schemes", "accumulator", "result", "examples"]
+    assert lines[0].split() == ["scheme", "rows", "passed", "failed", "skipped", "s"]  # the summary per group
+    assert lines[2].split()[:5] == ["matmul", "sm100-mxf4nvf4", "7", "7", "0"]
+    assert lines[4].split()[:5] == ["property", "schemes", "accumulator", "result", "examples"]
     assert "matmul/truncation    mxfp4,nvfp4  sm100-mxf4nvf4  PASS    2" in cap.out
     assert "acc=exact" not in cap.out and "fp32 " not in cap.out
-    assert f"[{len(FAMILIES)}/{len(FAMILIES)}] matmul acc=sm100-mxf4nvf4: {len(FAMILIES)} passed" in cap.err
+    assert f"[{len(FAMILIES)}/{len(FAMILIES)}] examples: matmul acc=sm100-mxf4nvf4: {len(FAMILIES)} passed" in cap.err
     assert conform_main(["--backend", "numpy", "--list"]) == 0
     listed = capsys.readouterr().out
     assert "accumulators (matmul):" in listed and "sm100-mxf4nvf4   schemes: mxfp4, nvfp4" in listed
@@ -243,7 +245,7 @@ def test_cli_accumulator_narrows_and_tables_show_gemm_rows(capsys):
 def test_mixed_report_renders_two_tables():
     report = run("numpy", schemes=["nvint4"], rounding=["rne"], properties=["ties_to_even", "matmul/random"],
                  accumulators=["exact"], max_examples=1, matmul_max_examples=1)
-    text = render_text(report)
+    text = render_text(report, all_rows=True)
     assert "ties_to_even  nvint4  rne       PASS" in text
     assert "matmul/random  nvint4   exact        PASS" in text
     md = render_markdown(report)
@@ -259,7 +261,8 @@ def test_progress_groups_matmul_rows_by_model():
         progress=StderrProgress(buf))
     assert buf.getvalue().splitlines() == [
         line for line in buf.getvalue().splitlines() if "matmul acc=" in line]
-    assert "[1/2] matmul acc=exact: 1 passed" in buf.getvalue() and "[2/2] matmul acc=fp32: 1 passed" in buf.getvalue()
+    assert "[1/2] examples: matmul acc=exact: 1 passed" in buf.getvalue()
+    assert "[2/2] examples: matmul acc=fp32: 1 passed" in buf.getvalue()
 
 
 # -- fp4spec vectors --op matmul ----------------------------------------------------------------------------
