@@ -11,7 +11,7 @@ and disassembled by Triton's bundled ``cuobjdump``; its fingerprint is the SHA-2
 instruction text (addresses, opcodes, operands; the kernel's name left out), its registers,
 spill bytes and instruction count.
 
-    python benchmarks/kernel_fingerprint.py --out FILE.json [--compare BASE.json] [--jobs 2]
+    python benchmarks/kernel_fingerprint.py --out FILE.json [--compare BASE.json] [--jobs 2] [--only a,b]
 
 ``--compare`` checks that every request of BASE launches kernels with identical fingerprints
 (same SASS, registers and spills, in the same order) and prints each difference; exit status
@@ -318,12 +318,16 @@ def main():
     ap.add_argument("--compare", default=None, help="a previous --out file: exit 1 unless every request matches")
     ap.add_argument("--full", action="store_true", help="every combination of the request factors (slow)")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", default=None, help="comma list of substrings: the requests whose name has one "
+                                                  "(--compare then checks those only)")
     args = ap.parse_args()
     driver.set_active(StandInDriver())
     c = code()
     t0 = time.time()
-    reqs, refused = capture(quantize_requests(args.full), run_quantize, c)
-    r2, f2 = capture(other_requests(), run_other, c)
+    keep = (lambda rs: rs) if args.only is None else (
+        lambda rs: [(n, d) for n, d in rs if any(p in n for p in args.only.split(","))])
+    reqs, refused = capture(keep(list(quantize_requests(args.full))), run_quantize, c)
+    r2, f2 = capture(keep(list(other_requests())), run_other, c)
     reqs.update(r2)
     refused.update(f2)
     keys = sorted({k for ks in reqs.values() for k in ks})
@@ -341,7 +345,7 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                             cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     out = dict(triton=triton.__version__, torch=torch.__version__, target="cuda sm_90 (H200 features)",
-               commit=commit, full=args.full, requests=reqs, refused=refused, launches=launches)
+               commit=commit, full=args.full, only=args.only, requests=reqs, refused=refused, launches=launches)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1, sort_keys=True)
     per_kernel = collections.Counter(fp["kernel"].rsplit(".", 1)[-1] for fp in launches.values())
@@ -349,6 +353,9 @@ def main():
     if args.compare:
         with open(args.compare) as f:
             base = json.load(f)
+        if args.only:
+            base = dict(base, requests={n: k for n, k in base["requests"].items() if n in reqs or n in refused},
+                        refused={n: v for n, v in base["refused"].items() if n in reqs or n in refused})
         diffs = compare(base, out)
         same = len(base["requests"]) - len(diffs)
         print(f"compared with {args.compare} (commit {base.get('commit', '?')[:10]}): {same} of "

@@ -26,7 +26,8 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from fp4spec.backends.triton import DEFAULT_CONFIG as CFG
-from fp4spec.backends.triton.kernels import columnwise, rht, rht_mma, rowwise
+from fp4spec.backends.triton.kernels import columnwise, rht_mma, rowwise
+from fp4spec.backends.triton.kernels import rht as rht_kernels
 
 ALU = {"LOP3", "SHF", "IADD3", "ISETP", "FSETP", "SEL", "FMNMX", "IMNMX", "VIMNMX", "VIMNMX3", "VIADDMNMX", "PRMT",
        "SGXT", "LEA", "FSEL", "BMSK", "IABS", "POPC", "FLO", "BREV", "PLOP3", "P2R", "R2P"}
@@ -121,14 +122,14 @@ def configs():
             for br, w in RHT_TILES:
                 c = dict(BR=br, K=K, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, **SCHEME[spec], **ELEM,
                          **_rht(signs))
-                if "SLOW" in rht.quantize_rows_rht_kernel.arg_names:
+                if "SLOW" in rht_kernels.quantize_rows_rht_kernel.arg_names:
                     c["SLOW"] = slow
                 elif not slow:
                     continue
-                out.append((f"rows_rht {spec} {tag} BR={br} w={w}", rht.quantize_rows_rht_kernel,
+                out.append((f"rows_rht {spec} {tag} BR={br} w={w}", rht_kernels.quantize_rows_rht_kernel,
                             {**SIG_ROWS, "sgn": ("i32",) * 16}, c, w, br * K / (32 * w)))
                 if spec == "mxfp4" and not tag.startswith("te compiled"):  # the encoder on bf16x2 words
-                    out.append((f"rows_rht {spec} {tag} bf16x2 BR={br} w={w}", rht.quantize_rows_rht_kernel,
+                    out.append((f"rows_rht {spec} {tag} bf16x2 BR={br} w={w}", rht_kernels.quantize_rows_rht_kernel,
                                 {**SIG_ROWS, "sgn": ("i32",) * 16}, {**c, "BF16X2": True}, w, br * K / (32 * w)))
         bc, w, nb = CFG.cols_fast[K]  # quantize_packed's columnwise default
         for rht, slow in ((True, True), (True, False), (False, True), (False, False)):

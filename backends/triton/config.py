@@ -57,6 +57,9 @@ class TritonConfig:
             rows, warps) of the RHT + amax pass; rht_apply: (logical rows, warps) of the
             unfused transform.
         rht_const_signs: sign masks compiled into the kernels (others are run-time arguments).
+            Only the empty mask: TE's mask compiled in gave zero results of the wrong sign on
+            the H200 (Triton 3.6 rewrote (-a) + (-b) into -(a + b), which IEEE addition of
+            signed zeros forbids; benchmarks/RESULTS.md).
         rht_bf16_cvt: how the GPU rounds the RHT output to bf16: 0 integer operations, 1
             ``cvt.rn.bf16.f32``, 2 ``cvt.rn.bf16x2.f32`` (inline PTX); None: 1. The
             interpreter always uses 0.

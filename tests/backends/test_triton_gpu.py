@@ -398,7 +398,7 @@ MMA_SWEEP = ([dict(mma_pair_rows={16: p, 32: p}, mma_tma_per_sm=s, mma_tma_stage
 def test_mma_full_size(big):
     """SIZE x SIZE: the fused mma kernel == the unfused transform + quantize, for the default and
     every configuration the benchmark times."""
-    x, n = big, big.shape[0]
+    x = big
     r = MMA
     sed = tb.tensor_scale(mma.rht_amax(x, r), fp4spec.get_scheme("nvfp4"))
     for spec in ("nvfp4", "mxfp4"):

@@ -69,7 +69,7 @@ def _cols_tile_band(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr, ts_
     m2 = cmask[None, :] & (re[:, None] < NROW)
     oe = re.to(tl.int64)[:, None] * sxr + c[None, :]
     ev = _load_f32(x_ptr + oe, m2, IN_BF16)
-    od = _load_f32(x_ptr + oe + sxr, m2, IN_BF16)
+    od = _load_f32(x_ptr + (oe + sxr), m2, IN_BF16)
     vmb = tl.max(tl.maximum(_abs_bits(ev), _abs_bits(od)), axis=0)
     scode, mult, nan_scale = _block_scale_f32(vmb.to(tl.float32, bitcast=True), ts_ptr, MX, RULE, EMAX, NAN_INF,
                                               SCALING)
