@@ -18,6 +18,16 @@ from .base import (
 from .numpy_backend import NumpyBackend
 from .registry import as_availability, get_backend, list_backends, register_backend
 
+
+
+def __getattr__(name):
+    if name == "TritonBackend":  # lazily: importing fp4spec.backends stays free of triton and torch
+        from .triton import TritonBackend
+
+        return TritonBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "OPERATIONS",
     "Availability",
@@ -25,6 +35,7 @@ __all__ = [
     "BackendError",
     "Capabilities",
     "NumpyBackend",
+    "TritonBackend",
     "as_availability",
     "as_numpy",
     "get_backend",

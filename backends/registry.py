@@ -19,7 +19,7 @@ from .base import Availability, Backend, BackendError
 _BUILTIN = {
     "numpy": "fp4spec.backends.numpy_backend:NumpyBackend",
     "torch": "fp4spec.backends.torch_backend:TorchBackend",
-    "triton": "fp4spec.backends.triton_backend:TritonBackend",
+    "triton": "fp4spec.backends.triton:TritonBackend",
     "native": "fp4spec.backends.native_backend:NativeBackend",
 }
 _REGISTERED: dict[str, object] = {}

@@ -4,7 +4,7 @@ Why: ``benchmarks/bench_gpu_gemm.py`` found one output (subnormal family, mxfp4,
 512, (119, 125)) where the H200 gave +0.0 and the ``sm90-bf16`` model (MMA-Sim's rounding)
 -0.0: the last k = 16 step had acc = +0 and a negative product sum of about 2^-154.75, which
 RZ rounds to zero. This script pins the rule down with hand-built bf16 operands fed straight
-into a minimal ``tl.dot`` kernel, and through ``fp4spec.backends.triton_gemm.matmul_packed``.
+into a minimal ``tl.dot`` kernel, and through ``fp4spec.backends.triton.gemm.matmul_packed``.
 
 Each probe is one output element: a row of A and a row of B (K bf16 values each) and the
 initial accumulator c; the kernel computes ``acc = c; for each K step: acc = tl.dot(a, b^T,
@@ -293,7 +293,7 @@ def main() -> int:
             rows.append({"path": path, "probe": label, "gpu": got, "inst": inst, **{z: w for z, w in want.items()},
                          "ieee_rz": ieee, "inputs": summary(a, b, c)})
     # through the real kernel: matmul_packed on the bench case (prepass and fused, and a 16-row tile)
-    from fp4spec.backends import triton_gemm as G
+    from fp4spec.backends.triton import gemm as G
 
     want_pos = fp4spec.matmul(case.qa, case.qb, accumulator=MODELS["positive"], c=case.c)
     want_sig = fp4spec.matmul(case.qa, case.qb, accumulator=MODELS["signed"], c=case.c)

@@ -5,7 +5,7 @@ sm_90) with the JIT's ``tt.divisibility=16`` on pointers and sizes, then triton'
 branch that tiles rarely take is counted too; ``--no-fallback`` variants are listed where
 they exist).
 
-    python benchmarks/sass_count.py [--only rows_rht,cols3,tb,rows] [--ops] [--loop]
+    python benchmarks/sass_count.py [--only rows_rht,cols,rows_bf16,rows] [--ops] [--loop]
 
 Prints, per kernel: registers, spills, SASS instructions per element, the ALU-pipe
 (integer/logic) and FMA-pipe shares per element, compile seconds.
@@ -25,10 +25,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from fp4spec.backends import triton_backend as trb
-from fp4spec.backends import triton_kernels as tk
-from fp4spec.backends import triton_rht_mma as rm
-from fp4spec.backends import triton_rows_fast as rf
+from fp4spec.backends.triton import DEFAULT_CONFIG as CFG
+from fp4spec.backends.triton.kernels import columnwise, rht_mma, rowwise
+from fp4spec.backends.triton.kernels import rht as rht_kernels
 
 ALU = {"LOP3", "SHF", "IADD3", "ISETP", "FSETP", "SEL", "FMNMX", "IMNMX", "VIMNMX", "VIMNMX3", "VIADDMNMX", "PRMT",
        "SGXT", "LEA", "FSEL", "BMSK", "IABS", "POPC", "FLO", "BREV", "PLOP3", "P2R", "R2P"}
@@ -108,7 +107,7 @@ def _rht(signs=-1, cvt=1):
 
 
 #: (blocks per program, warps) of the fused rowwise kernel to count (the default first).
-RHT_TILES = [(trb.RHT_ROWS_BR, trb.RHT_ROWS_WARPS), (512, 8), (128, 4)]
+RHT_TILES = [(CFG.rht_rows_blocks, CFG.rht_rows_warps), (512, 8), (128, 4)]
 
 
 def configs():
@@ -116,68 +115,69 @@ def configs():
     out = []
     for spec in ("nvfp4", "mxfp4"):
         K = 16 if spec == "nvfp4" else 32
-        # fused RHT rowwise (quantize_packed's defaults: BR=512, 8 warps)
-        # TE's mask goes in at run time (RHT_CONST_SIGNS); compiled in only for comparison
+        # fused RHT rowwise (quantize_packed's default tile first)
+        # TE's mask goes in at run time (config rht_const_signs); compiled in only for comparison
         for signs, tag, slow in ((-1, "te", True), (-1, "te (no fallback)", False),
                                  (0xD7E8, "te compiled-in (no fallback)", False)):
             for br, w in RHT_TILES:
                 c = dict(BR=br, K=K, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, **SCHEME[spec], **ELEM,
                          **_rht(signs))
-                if "SLOW" in tk.quantize_rows_rht_kernel.arg_names:
+                if "SLOW" in rht_kernels.quantize_rows_rht_kernel.arg_names:
                     c["SLOW"] = slow
                 elif not slow:
                     continue
-                out.append((f"rows_rht {spec} {tag} BR={br} w={w}", tk.quantize_rows_rht_kernel,
+                out.append((f"rows_rht {spec} {tag} BR={br} w={w}", rht_kernels.quantize_rows_rht_kernel,
                             {**SIG_ROWS, "sgn": ("i32",) * 16}, c, w, br * K / (32 * w)))
                 if spec == "mxfp4" and not tag.startswith("te compiled"):  # the encoder on bf16x2 words
-                    out.append((f"rows_rht {spec} {tag} bf16x2 BR={br} w={w}", tk.quantize_rows_rht_kernel,
+                    out.append((f"rows_rht {spec} {tag} bf16x2 BR={br} w={w}", rht_kernels.quantize_rows_rht_kernel,
                                 {**SIG_ROWS, "sgn": ("i32",) * 16}, {**c, "BF16X2": True}, w, br * K / (32 * w)))
-        bc, w, nb = trb.COLS3_CFG[K]  # quantize_packed's columnwise default
+        bc, w, nb = CFG.cols_fast[K]  # quantize_packed's columnwise default
         for rht, slow in ((True, True), (True, False), (False, True), (False, False)):
             c = dict(BC=bc, K=K, NB=nb, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, RHT=rht,
-                     SCALAR_LOADS=trb.COLS3_SCALAR_LOADS.get((K, rht), False), **SCHEME[spec], **ELEM, **_rht())
-            if "SLOW" in tk.quantize_cols3_kernel.arg_names:
+                     SCALAR_LOADS=(K, rht) in CFG.cols_scalar_loads, **SCHEME[spec], **ELEM, **_rht())
+            if "SLOW" in columnwise.quantize_cols_kernel.arg_names:
                 c["SLOW"] = slow
             elif not slow:
                 continue
-            out.append((f"cols3 {spec} {'RHT te' if rht else 'plain'} BC={bc} NB={nb} w={w}"
+            out.append((f"cols {spec} {'RHT te' if rht else 'plain'} BC={bc} NB={nb} w={w}"
                         + ("" if slow else " (no fallback)"),
-                        tk.quantize_cols3_kernel, {**SIG_COLS, "sgn": ("i32",) * 16}, c, w, nb * bc * K / (32 * w)))
+                        columnwise.quantize_cols_kernel, {**SIG_COLS, "sgn": ("i32",) * 16}, c, w, nb * bc * K / (32 * w)))
         # fused RHT rowwise on the tensor cores (arith "mma:sm90-bf16"): the wide dot
-        for R, w in ((rm.FUSED_R, rm.FUSED_WARPS), (128, 4), (128, 8)):
+        for R, w in ((CFG.mma_rows, CFG.mma_warps), (128, 4), (128, 8)):
             for slow, spread in ((True, True), (False, False)):
                 c = dict(R=R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, STAGES=1, SPREAD=spread, TMA=False,
                          **SCHEME[spec])
                 out.append((f"rows_mma {spec} R={R} w={w}" + ("" if slow else " (no fallbacks)"),
-                            rm.rows_rht_mma_kernel, SIG_MMA, c, w, R * 64 / (32 * w)))
+                            rht_mma.rows_rht_mma_kernel, SIG_MMA, c, w, R * 64 / (32 * w)))
         # ... with the operand by TMA (the default: pipelined persistent loop; static counts
         # include the pipeline's prologue and epilogue copies of the loop body)
         for pair in (True, False):
             for slow, spread, defer in ((True, True, True), (True, True, False), (False, False, False)):
-                c = dict(R=rm.FUSED_R, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, TMA=True,
-                         STAGES=rm.FUSED_TMA_STAGES[K], SPREAD=spread, PAIR=pair, DEFER=defer,
-                         BLOCK_STORES=rm.FUSED_BLOCK_STORES, HW_CVT=True, PAIR_T=pair and rm.FUSED_PAIR_T,
-                         BF16X2=K == 32 and defer and rm.FUSED_BF16X2, **SCHEME[spec])
-                g = rm.FUSED_R // 16
-                box = (f"4,{g},2,8,16" if rm.FUSED_PAIR_T else f"{g},2,8,4,16") if pair else f"{rm.FUSED_R},64"
-                sig = {**SIG_MMA, "x_desc": f"tensordesc<bf16[{box}]>"}  # fused_launcher's GPU box
+                c = dict(R=CFG.mma_rows, K=K, EVEN=True, SLOW=slow, INTERP=False, PERSIST=False, TMA=True,
+                         STAGES=CFG.mma_tma_stages[K], SPREAD=spread, PAIR=pair, DEFER=defer,
+                         BLOCK_STORES=CFG.mma_block_stores, HW_CVT=True, PAIR_T=pair and CFG.mma_pair_tmajor,
+                         BF16X2=K == 32 and defer and CFG.mma_bf16x2, **SCHEME[spec])
+                g = CFG.mma_rows // 16
+                box = (f"4,{g},2,8,16" if CFG.mma_pair_tmajor else f"{g},2,8,4,16") if pair else f"{CFG.mma_rows},64"
+                sig = {**SIG_MMA, "x_desc": f"tensordesc<bf16[{box}]>"}  # mma_launcher's GPU box
                 tag = ("" if slow else " (no fallbacks)") + ("" if defer or not slow else " per-tile") + \
                     (" bf16x2" if c["BF16X2"] else "")
-                out.append((f"rows_mma_tma {spec} {'pair' if pair else 'plain'} R={rm.FUSED_R} w={rm.FUSED_WARPS}" + tag,
-                            rm.rows_rht_mma_kernel, sig, c, rm.FUSED_WARPS, rm.FUSED_R * 64 / (32 * rm.FUSED_WARPS)))
-        # plain rowwise: tb (the default) and v2
+                out.append((f"rows_mma_tma {spec} {'pair' if pair else 'plain'} R={CFG.mma_rows} w={CFG.mma_warps}" + tag,
+                            rht_mma.rows_rht_mma_kernel, sig, c, CFG.mma_warps, CFG.mma_rows * 64 / (32 * CFG.mma_warps)))
+        # plain rowwise: rows_bf16 (the default) and rows
+        br, w = CFG.rows_bf16_blocks, CFG.rows_bf16_warps
         for slow in (True, False):
-            c = dict(BR=trb.TB_BR, K=K, EVEN=True, SLOW=slow, HW=True, **SCHEME[spec])
-            out.append((f"tb {spec}" + ("" if slow else " (no fallback)"), rf.rows_tb_kernel, SIG_TB, c, trb.TB_WARPS,
-                        trb.TB_BR * K / (32 * trb.TB_WARPS)))
+            c = dict(BR=br, K=K, EVEN=True, SLOW=slow, HW=True, **SCHEME[spec])
+            out.append((f"rows_bf16 {spec}" + ("" if slow else " (no fallback)"), rowwise.quantize_rows_bf16_kernel,
+                        SIG_TB, c, w, br * K / (32 * w)))
         c = dict(BR=512, K=K, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, **SCHEME[spec], **ELEM)
-        out.append((f"rows (v2) {spec}", tk.quantize_rows_kernel, SIG_ROWS, c, 8, 512 * K / 256))
+        out.append((f"rows {spec}", rowwise.quantize_rows_kernel, SIG_ROWS, c, 8, 512 * K / 256))
     return out
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default=None, help="comma list of name prefixes (rows_rht, cols3, tb, rows)")
+    ap.add_argument("--only", default=None, help="comma list of name prefixes (rows_rht, cols, rows_bf16, rows)")
     ap.add_argument("--ops", action="store_true", help="print the opcode histogram per kernel")
     ap.add_argument("--loop", action="store_true",
                     help="also count the first loop's body (persistent kernels: the per-tile steady state)")
@@ -188,7 +188,7 @@ def main():
     for name, fn, sig, consts, nw, epth in configs():
         if pre and not name.startswith(pre):
             continue
-        k, dt = compile_kernel(fn, sig, consts, nw, rm.FUSED_TMA_MAXNREG if consts.get("TMA") else None)
+        k, dt = compile_kernel(fn, sig, consts, nw, CFG.mma_tma_maxnreg if consts.get("TMA") else None)
         (regs, spill), c = sass_ops(k)
         tot = sum(c.values())
         alu = sum(v for o, v in c.items() if o in ALU)

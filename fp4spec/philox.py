@@ -3,7 +3,7 @@
 Pure numpy (no torch, no triton), so the bits of a device run can be replayed anywhere:
 ``fp4spec.draw_rbits(shape, sr_bits, seed, method="philox")`` returns exactly the bits
 ``quantize_packed(x, scheme, rounding="sr", seed=seed, sr_bits=sr_bits)`` draws on the GPU
-(:mod:`fp4spec.backends.triton_backend`).
+(:mod:`fp4spec.backends.triton`).
 
 Definition (Triton's ``tl.randint4x``, which is Random123's Philox4x32 with 10 rounds):
 
@@ -85,7 +85,7 @@ def philox4x32(counter, seed, rounds: int = ROUNDS):
 def philox_rbits(seed, shape, sr_bits: int = 8) -> np.ndarray:
     """uint32 random integers in [0, 2^sr_bits) of ``shape``: the top ``sr_bits`` bits of the
     Philox word of each element (see the module docstring). ``sr_bits`` in [1, 32]; the Triton
-    kernels draw with 1..24 (:func:`fp4spec.backends.triton_backend.philox_rbits`)."""
+    kernels draw with 1..24 (:func:`fp4spec.backends.triton.philox_rbits`)."""
     if isinstance(sr_bits, (bool, np.bool_)) or not isinstance(sr_bits, (int, np.integer)) \
             or not 1 <= int(sr_bits) <= 32:
         raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")

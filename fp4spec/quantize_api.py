@@ -447,7 +447,7 @@ def _triton_tensors(x, sch: Scheme, axis: int, rounding, rb, sr_bits, rht=None):
     (``rht``, when not None, goes to ``quantize_packed(..., rht=)``: the kernels apply it)."""
     import torch
 
-    tr = importlib.import_module("fp4spec.backends.triton_backend")
+    tr = importlib.import_module("fp4spec.backends.triton")
     if x.dtype == torch.float64:
         x = x.to(torch.float32)  # RNE, as prepare_input
     ax = axis % x.dim()

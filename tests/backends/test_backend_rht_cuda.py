@@ -25,7 +25,7 @@ from fp4spec.backends.torch_backend import apply_rht  # noqa: E402
 from fp4spec.conformance.rht_properties import RHT_KINDS, rht_tensor  # noqa: E402
 from fp4spec.rht import RHT  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
 
 def _log(**kw):

@@ -15,6 +15,10 @@ import pytest
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():  # as test_triton_backend: before triton's kernels are first imported
     os.environ.setdefault("TRITON_INTERPRET", "1")
+try:  # now, before a test below unsets TRITON_INTERPRET: triton fixes the interpreter mode when imported
+    import triton  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
 
 import fp4spec  # noqa: E402
 from fp4spec import quantize_api  # noqa: E402
@@ -84,20 +88,20 @@ def _rbits(shape, seed=0, sr_bits=8):
 @pytest.fixture
 def no_triton(monkeypatch):
     """The triton backend is unavailable, whatever the machine and TRITON_INTERPRET."""
-    from fp4spec.backends import triton_backend
+    from fp4spec.backends.triton import TritonBackend
 
-    monkeypatch.setattr(triton_backend.TritonBackend, "is_available",
+    monkeypatch.setattr(TritonBackend, "is_available",
                         lambda self: Availability.no("test: no GPU here"))
 
 
 @pytest.fixture
 def fake_cuda_triton(monkeypatch):
     """Auto selection sees x on a CUDA device with an available triton (selection only: no kernel runs)."""
-    from fp4spec.backends import triton_backend
+    from fp4spec.backends.triton import TritonBackend
 
     monkeypatch.setattr(quantize_api, "_device_type", lambda x: "cuda")
     monkeypatch.setattr(quantize_api, "_installed", lambda module: True)
-    monkeypatch.setattr(triton_backend.TritonBackend, "is_available", lambda self: Availability.yes("test GPU"))
+    monkeypatch.setattr(TritonBackend, "is_available", lambda self: Availability.yes("test GPU"))
 
 
 # -- numpy input: unchanged ------------------------------------------------------------------------
@@ -278,9 +282,9 @@ def test_explicit_triton_not_installed(monkeypatch):
 
 
 def test_explicit_triton_unsupported_request(monkeypatch):
-    from fp4spec.backends import triton_backend
+    from fp4spec.backends.triton import TritonBackend
 
-    monkeypatch.setattr(triton_backend.TritonBackend, "is_available", lambda self: Availability.yes("test"))
+    monkeypatch.setattr(TritonBackend, "is_available", lambda self: Availability.yes("test"))
     monkeypatch.setattr(quantize_api, "_device_type", lambda x: "cuda")
     x = torch.from_numpy(adversarial(0))
     with pytest.raises(BackendError, match=r"'triton' cannot quantize nvfp4 with rounding='rtz'"):
@@ -388,10 +392,10 @@ def test_auto_skips_unavailable_triton(fake_cuda_triton, no_triton):
 
 def test_auto_never_picks_the_interpreter(monkeypatch):
     """On the CPU auto takes torch even with TRITON_INTERPRET=1 and an available triton."""
-    from fp4spec.backends import triton_backend
+    from fp4spec.backends.triton import TritonBackend
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(triton_backend.TritonBackend, "is_available", lambda self: Availability.yes("test"))
+    monkeypatch.setattr(TritonBackend, "is_available", lambda self: Availability.yes("test"))
     xt = torch.from_numpy(adversarial(0))
     assert select_backend(xt, "nvfp4") == "torch"
     assert "CUDA tensors only" in unsupported_reason("triton", xt, "nvfp4", auto=True)
@@ -591,7 +595,7 @@ def test_philox_module_needs_no_torch_or_triton():
 
 def _interpreter_or_gpu():
     pytest.importorskip("triton")
-    from fp4spec.backends.triton_backend import availability
+    from fp4spec.backends.triton import availability
 
     if not availability():
         pytest.skip(availability().reason)
@@ -600,7 +604,7 @@ def _interpreter_or_gpu():
 
 def test_philox_equals_triton_implementation():
     dev = _interpreter_or_gpu()
-    from fp4spec.backends.triton_backend import philox_rbits, quantize_packed, unpack_lo_first
+    from fp4spec.backends.triton import philox_rbits, quantize_packed, unpack_lo_first
 
     for sr_bits in (1, 8, 24):
         np.testing.assert_array_equal(philox_rbits(77, (5, 9), sr_bits),
@@ -651,7 +655,7 @@ def test_rht_selection_follows_capabilities(monkeypatch):
 
 
 def test_rht_auto_on_cuda_needs_the_triton_claim(fake_cuda_triton):
-    from fp4spec.backends.triton_backend import TritonBackend
+    from fp4spec.backends.triton import TritonBackend
 
     xt = torch.from_numpy(adversarial(0))
     claims = TritonBackend().capabilities().supports_rht("te")

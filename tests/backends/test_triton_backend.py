@@ -15,10 +15,10 @@ if not torch.cuda.is_available():  # before triton is imported: it reads the var
 pytest.importorskip("triton")
 
 import fp4spec  # noqa: E402
-from fp4spec.backends.triton_backend import (TritonBackend, dequantize_packed, philox4x32, philox_rbits,  # noqa: E402
-                                             quantize_packed)
+from fp4spec.backends.triton import TritonBackend, dequantize_packed, philox_rbits, quantize_packed  # noqa: E402
 from fp4spec.layouts import to_blocked  # noqa: E402
 from fp4spec.packing import pack  # noqa: E402
+from fp4spec.philox import philox4x32  # noqa: E402
 
 from .test_torch_backend import IDS, SCHEMES, adversarial, assert_same, with_nonfinite  # noqa: E402
 
@@ -106,7 +106,7 @@ def test_unsupported(backend):
         backend.quantize(np.ones((16, 32), np.float32), fp4spec.get_scheme("nvfp4"), rounding="rtz")
 
 
-# -- fast paths (v2 kernels): rowwise blocks-as-rows, columnwise tiles, Philox, cuBLAS layout ----
+# -- the variants: rowwise blocks-as-rows, columnwise blocks and tiles, Philox, cuBLAS layout ------
 
 FAST = [s for s in SCHEMES if not (s[0] == "nvfp4_2d")]
 FAST_IDS = [n + "".join(f"-{v}" for v in o.values()) for n, o in FAST]
@@ -135,7 +135,7 @@ def test_fast_rows(backend, name, over, dtype):
     sch = fp4spec.get_scheme(name, **over)
     xt = _dev(with_nonfinite(adversarial(7)), dtype, backend)
     ref = fp4spec.quantize(xt.float().cpu().numpy(), sch)
-    variants = ["rows", "rows2d"] if (dtype == torch.bfloat16 and sch.element.name == "e2m1") else ["rows"]
+    variants = ["rows", "rows_split"] if (dtype == torch.bfloat16 and sch.element.name == "e2m1") else ["rows"]
     for v in variants:
         for br in (16, 256):  # several programs, and one program with masked blocks
             _same_rows(quantize_packed(xt, sch, variant=v, BM=br), ref)
@@ -146,7 +146,7 @@ def test_fast_rows_every_bf16_pattern(backend, name):
     x = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float32).reshape(128, 512)
     xt = _dev(x, torch.bfloat16, backend)
     ref = fp4spec.quantize(x, name)
-    for v in (["rows", "rows2d"] if name != "nvint4" else ["rows"]):
+    for v in (["rows", "rows_split"] if name != "nvint4" else ["rows"]):
         _same_rows(quantize_packed(xt, name, variant=v), ref)
 
 
@@ -158,17 +158,17 @@ def test_fast_cols(backend, name, over, dtype):
     x = np.concatenate([x, x[:, :32]], axis=1)  # 128 columns, 96 rows... transposed below
     xt = _dev(x.T, dtype, backend)  # (128, 96): 8 (k=16) or 4 (k=32) bands
     ref = fp4spec.quantize(xt.float().cpu().numpy(), sch, axis=0)
-    for bc, bands in ((32, 3), (64, 8)):  # v2: a masked last band group; masked columns
-        old = quantize_packed(xt, sch, axis=0, BN=bc, BM=bands, variant="cols")
+    for bc, bands in ((32, 3), (64, 8)):  # cols_tile: a masked last band group; masked columns
+        old = quantize_packed(xt, sch, axis=0, BN=bc, BM=bands, variant="cols_tile")
         _same_cols(old, ref)
-    for bc, nb in ((64, None), (128, 1)):  # v3: bands of 4 blocks (int32 scale words), of 1 block
-        new = quantize_packed(xt, sch, axis=0, BN=bc, BM=nb, variant="cols3")
+    for bc, nb in ((64, None), (128, 1)):  # cols: bands of 4 blocks (int32 scale words), of 1 block
+        new = quantize_packed(xt, sch, axis=0, BN=bc, BM=nb, variant="cols")
         _same_cols(new, ref)
         assert torch.equal(new["packed"], old["packed"]) and torch.equal(new["scales"], old["scales"])
     rb = np.random.default_rng(1).integers(0, 1 << 8, size=xt.shape).astype(np.uint32)
     ref = fp4spec.quantize(xt.float().cpu().numpy(), sch, axis=0, rounding="sr", rbits=rb)
-    _same_cols(quantize_packed(xt, sch, axis=0, rounding="sr", rbits=rb, BN=32, BM=3, variant="cols"), ref)
-    _same_cols(quantize_packed(xt, sch, axis=0, rounding="sr", rbits=rb, variant="cols3"), ref)
+    _same_cols(quantize_packed(xt, sch, axis=0, rounding="sr", rbits=rb, BN=32, BM=3, variant="cols_tile"), ref)
+    _same_cols(quantize_packed(xt, sch, axis=0, rounding="sr", rbits=rb, variant="cols"), ref)
 
 
 def test_philox_known_answer():

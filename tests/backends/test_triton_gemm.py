@@ -1,4 +1,4 @@
-"""The triton GEMM (backends/triton_gemm.py) against ``fp4spec.matmul(..., accumulator="sm90-bf16")``.
+"""The triton GEMM (backends/triton/gemm.py, kernels/gemm.py) against ``fp4spec.matmul(..., accumulator="sm90-bf16")``.
 
 On the CPU the kernels run under TRITON_INTERPRET=1, where ``tl.dot`` is a numpy matmul, not
 the wgmma chain: those tests use data on which the accumulator models agree (each asserts
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
@@ -25,7 +26,9 @@ if not torch.cuda.is_available():  # before triton is imported: it reads the var
 pytest.importorskip("triton")
 
 import fp4spec  # noqa: E402
-from fp4spec.backends import triton_gemm as G  # noqa: E402
+from fp4spec.backends.triton import DEFAULT_CONFIG, capability  # noqa: E402
+from fp4spec.backends.triton import gemm as G  # noqa: E402
+from fp4spec.backends.triton.kernels import gemm as GK  # noqa: E402
 from fp4spec.backends.base import BackendError  # noqa: E402
 from fp4spec.conformance.matmul_properties import FAMILIES, GENERATORS, make_operand  # noqa: E402
 
@@ -238,20 +241,20 @@ def test_errors():
 
 
 def test_claim_only_on_hopper():
-    avail = G.gemm_availability()
+    avail = capability.gemm_availability()
     if not CUDA:
-        assert not avail and G.claimed_accumulators() == ()
+        assert not avail and capability.claimed_accumulators() == ()
     else:
         hopper = torch.cuda.get_device_capability()[0] == 9
-        assert bool(avail) == hopper and G.claimed_accumulators() == (("sm90-bf16",) if hopper else ())
+        assert bool(avail) == hopper and capability.claimed_accumulators() == (("sm90-bf16",) if hopper else ())
 
 
 def test_constants():
-    assert G.ACCUMULATORS == ("sm90-bf16",)
+    assert capability.GEMM_ACCUMULATORS == ("sm90-bf16",)
     for s in G.SCHEMES:
         G.operand_format(s)
     assert G.NAN_BITS == MODEL.nan_bits
-    assert set(G.CONFIGS) and G.DEFAULT_CONFIG in G.CONFIGS
+    assert set(G.CONFIGS) and DEFAULT_CONFIG.gemm in G.CONFIGS and DEFAULT_CONFIG.gemm_small in G.CONFIGS
 
 
 # =====================================================================================
@@ -286,7 +289,7 @@ def _compiled():
     """How many variants of the GEMM kernels Triton has compiled in this process (None where
     its JIT cache layout is unknown)."""
     try:
-        return sum(len(c[0]) for k in (G.gemm_kernel, G.gemm_kernel_any) for c in k.device_caches.values())
+        return sum(len(c[0]) for k in (GK.gemm_kernel, GK.gemm_kernel_any) for c in k.device_caches.values())
     except Exception:  # noqa: BLE001 -- Triton internals; informative only
         return None
 
@@ -305,7 +308,7 @@ def test_gpu_families(name, family):
         want = model(case.qa, case.qb, case.c)
         assert_bits(G.matmul(case.qa, case.qb, c=case.c), want)
         if m > 8:
-            assert_bits(G.matmul(case.qa, case.qb, c=case.c, config=G.DEFAULT_CONFIG), want)
+            assert_bits(G.matmul(case.qa, case.qb, c=case.c, config=DEFAULT_CONFIG.gemm), want)
 
 
 @gpu
@@ -332,7 +335,7 @@ def test_gpu_random_configs(name):
 @pytest.mark.slow
 def test_gpu_every_config():
     """Every named configuration once (nvfp4, random data, c given): ten more compiles (marked
-    slow; ``benchmarks/bench_gpu_gemm.py`` checks every configuration it times too)."""
+    slow)."""
     case = GENERATORS["random"](np.random.default_rng(9), MODEL, fp4spec.get_scheme("nvfp4"), 136, 264, 512)
     c = np.random.default_rng(10).standard_normal((136, 264)).astype(np.float32)
     want = model(case.qa, case.qb, c)
@@ -347,7 +350,7 @@ def test_gpu_mixed_schemes():
     cb = GENERATORS["wide_scales"](np.random.default_rng(4), MODEL, fp4spec.get_scheme("nvfp4"), 64, 64, 256)
     want = model(ca.qa, cb.qb, ca.c)
     assert_bits(G.matmul(ca.qa, cb.qb, c=ca.c), want)
-    assert_bits(G.matmul(ca.qa, cb.qb, c=ca.c, config=G.DEFAULT_CONFIG), want)
+    assert_bits(G.matmul(ca.qa, cb.qb, c=ca.c, config=DEFAULT_CONFIG.gemm), want)
 
 
 @gpu
@@ -367,16 +370,6 @@ def test_gpu_conformance_rows_compile_once():
     after = _compiled()
     if before is not None and after is not None:
         assert after - before <= len(SCHEMES), (before, after)
-
-
-@pytest.mark.skipif(CUDA, reason="the experiment is measured against the model by benchmarks/bench_gpu_gemm.py")
-def test_dot_scaled_experiment_layout():
-    """The tl.dot_scaled experiment (benchmark only) reads the operands as matmul_packed does."""
-    qa, qb, c = agreeing_case("mxfp4", 16, 32, 128, 6)
-    pa, sa, _ = G.pack_operand(qa, DEV)
-    pb, sb, _ = G.pack_operand(qb, DEV)
-    got = G.matmul_dot_scaled(pa, sa, pb, sb, c=torch.from_numpy(c).to(DEV), BM=16, BN=32, BK=64)
-    assert_bits(got.cpu().numpy(), model(qa, qb, c))
 
 
 def test_row_padded_operand():
@@ -424,7 +417,7 @@ def test_conformance_matmul_rows_through_backend(monkeypatch):
     K of one block, tensor scales) is handled as the bench's operands are."""
     from fp4spec.conformance import runner
 
-    monkeypatch.setattr(G, "claimed_accumulators", lambda device=None: G.ACCUMULATORS)
+    monkeypatch.setattr(capability, "claimed_accumulators", lambda device=None: capability.GEMM_ACCUMULATORS)
     keys = _log_launches(monkeypatch)
     with G.interpreter_model_dot():
         report = runner.run("triton", properties=["matmul"], matmul_max_examples=10)
@@ -469,7 +462,7 @@ def _log_launches(monkeypatch) -> set:
             return launch
 
     for name in ("gemm_kernel", "gemm_kernel_any", "dequant_bf16_kernel", "dequant_bf16_kernel_any"):
-        monkeypatch.setattr(G, name, Logged(name, getattr(G, name)))
+        monkeypatch.setattr(GK, name, Logged(name, getattr(GK, name)))
     return keys
 
 
@@ -484,9 +477,8 @@ def test_small_config_one_compile_per_scheme(monkeypatch):
             assert_bits(G.matmul(case.qa, case.qb, c=case.c), model(case.qa, case.qb, case.c))
     assert len(keys) == 1 and next(iter(keys))[0] == "gemm_kernel_any"
     assert dict(next(iter(keys))[2])["TAIL"] is True
-    assert G.get_config(G.SMALL_CONFIG).any_shape and not G.get_config(G.DEFAULT_CONFIG).any_shape
+    assert G.get_config(DEFAULT_CONFIG.gemm_small).any_shape and not G.get_config(DEFAULT_CONFIG.gemm).any_shape
     keys.clear()
-    monkeypatch.setattr(G, "SMALL_MACS", 0)
     qa, qb, c = agreeing_case("nvfp4", 16, 16, 64, 1)
-    assert_bits(G.matmul(qa, qb, c=c), model(qa, qb, c))
+    assert_bits(G.matmul(qa, qb, c=c, defaults=replace(DEFAULT_CONFIG, gemm_small_macs=1)), model(qa, qb, c))
     assert sorted(k[0] for k in keys) == ["dequant_bf16_kernel", "gemm_kernel"]

@@ -22,8 +22,11 @@ if not torch.cuda.is_available():  # before triton is imported: it reads the var
 pytest.importorskip("triton")
 
 import fp4spec  # noqa: E402
-from fp4spec.backends.triton_backend import (philox_rbits, quantize_packed,  # noqa: E402
-                                             rht_global_amax, rht_params)
+from dataclasses import replace  # noqa: E402
+
+from fp4spec.backends.triton import DEFAULT_CONFIG, philox_rbits, quantize_packed  # noqa: E402
+from fp4spec.backends.triton.capability import rht_params  # noqa: E402
+from fp4spec.backends.triton.launch import rht_global_amax  # noqa: E402
 from fp4spec.layouts import to_blocked  # noqa: E402
 from fp4spec.packing import pack  # noqa: E402
 from fp4spec.rht import RHT  # noqa: E402
@@ -104,7 +107,7 @@ def _dev(x, dtype, backend):
 def test_fused_rht(backend, name, over, axis):
     """RNE with bf16 and float32 output, SR with given bits and Philox; the RHT + amax pass."""
     sch = fp4spec.get_scheme(name, **over)
-    variant = "rows" if axis == -1 else "cols3"
+    variant = "rows" if axis == -1 else "cols"
     x = rht_adversarial(TE, 1)
     x = x if axis == -1 else np.ascontiguousarray(x.T)  # blocks run down the columns
     xt = _dev(x, torch.float32, backend)
@@ -120,20 +123,19 @@ def test_fused_rht(backend, name, over, axis):
 
 @pytest.mark.parametrize("rht", [None, TE], ids=["plain", "rht"])
 @pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
-def test_cols3_scalar_and_vector_loads_agree(backend, monkeypatch, name, rht):
-    """cols3 with one value per thread loaded in its compute layout (COLS3_SCALAR_LOADS) and
-    with 8-byte loads: the same bytes, equal to the reference, on adversarial bf16 data with
-    ragged columns (masked loads)."""
-    from fp4spec.backends import triton_backend as trb
-
+def test_cols_scalar_and_vector_loads_agree(backend, name, rht):
+    """cols with one value per thread loaded in its compute layout (config cols_scalar_loads)
+    and with 8-byte loads: the same bytes, equal to the reference, on adversarial bf16 data
+    with ragged columns (masked loads)."""
     sch = fp4spec.get_scheme(name)
     x = np.ascontiguousarray(rht_adversarial(TE, 3, rows=48, cols=64).T)  # 64 x 48: blocks down the columns
     x = x.astype(ml_dtypes.bfloat16).astype(np.float32)
     xt = _dev(x, torch.bfloat16, backend)
     outs = []
-    for scalar in (False, True):
-        monkeypatch.setitem(trb.COLS3_SCALAR_LOADS, (sch.block_size, rht is not None), scalar)
-        outs.append(quantize_packed(xt, sch, axis=0, rht=rht, variant="cols3", BN=32))
+    key = (sch.block_size, rht is not None)
+    for loads in (DEFAULT_CONFIG.cols_scalar_loads - {key}, DEFAULT_CONFIG.cols_scalar_loads | {key}):
+        cfg = replace(DEFAULT_CONFIG, cols_scalar_loads=loads)
+        outs.append(quantize_packed(xt, sch, axis=0, rht=rht, variant="cols", BN=32, config=cfg))
     assert torch.equal(outs[0]["packed"], outs[1]["packed"]) and torch.equal(outs[0]["scales"], outs[1]["scales"])
     if rht is not None:
         same(outs[1], reference(x, sch, rht, 0), 0)
@@ -175,15 +177,14 @@ def fast_safe(rht: RHT, seed: int, rows: int = 32, cols: int = 64) -> np.ndarray
 
 @pytest.mark.parametrize("name", ["nvfp4", "mxfp4", "mxfp4:scale_rule=rceil"])
 @pytest.mark.parametrize("axis", [-1, 0])
-def test_fast_encoder_alone(backend, name, axis, monkeypatch):
-    """The fused kernels' fast encoder without its exact fallback (FAST_EXACT_FALLBACK=False),
+def test_fast_encoder_alone(backend, name, axis):
+    """The fused kernels' fast encoder without its exact fallback (config exact_fallback=False),
     on data where it must be exact: bf16 and float32 transform output, bf16 and float32
     input, several programs. (The adversarial tests above take the fallback: huge and
     non-finite blocks.)"""
-    from fp4spec.backends import triton_backend as trb
     from fp4spec.backends.base import resolve_scheme
 
-    monkeypatch.setattr(trb, "FAST_EXACT_FALLBACK", False)
+    cfg = replace(DEFAULT_CONFIG, exact_fallback=False)
     sch = resolve_scheme(name)
     x = fast_safe(TE, 11, 64, 64)
     x = x if axis == -1 else np.ascontiguousarray(x.T)
@@ -192,18 +193,17 @@ def test_fast_encoder_alone(backend, name, axis, monkeypatch):
         xx = x if dtype == torch.float32 else x.astype(ml_dtypes.bfloat16).astype(np.float32)
         xt = _dev(xx, dtype, backend)
         for rht in (TE, SEEDED32):
-            same(quantize_packed(xt, sch, axis=axis, rht=rht, **kw), reference(xx, sch, rht, axis), axis)
+            same(quantize_packed(xt, sch, axis=axis, rht=rht, config=cfg, **kw), reference(xx, sch, rht, axis), axis)
 
 
 @pytest.mark.parametrize("name", ["mxfp4", "mxfp4:scale_rule=rceil", "mxfp4:scale_rule=even",
                                   "mxfp4:scale_rule=ceil", "mxfp4:profile=torchao", "mxfp4:block_size=16"])
-def test_fused_rht_mx_bf16x2_encoder(backend, name, monkeypatch):
+def test_fused_rht_mx_bf16x2_encoder(backend, name):
     """Fused RHT + rowwise MX quantize of bf16 input with bf16 output: the encoder on bf16x2
-    words (RHT_ROWS_BF16X2, GPU only) and the float32 one give the spec's bytes for every MX
+    words (config rht_rows_bf16x2, GPU only) and the float32 one give the spec's bytes for every MX
     scale rule and profile, on adversarial data (NaN / Inf blocks: the program's exact
     fallback) and, without the fallback, on data where the fast path must be exact. In the
     interpreter only the float32 encoder runs."""
-    from fp4spec.backends import triton_backend as trb
     from fp4spec.backends.base import resolve_scheme
 
     sch = resolve_scheme(name)
@@ -211,11 +211,10 @@ def test_fused_rht_mx_bf16x2_encoder(backend, name, monkeypatch):
         x = data.astype(ml_dtypes.bfloat16).astype(np.float32)
         xt = _dev(x, torch.bfloat16, backend)
         ref = reference(x, sch, TE, -1)
-        monkeypatch.setattr(trb, "FAST_EXACT_FALLBACK", fallback)
         for bf16x2 in (False, True):
-            monkeypatch.setattr(trb, "RHT_ROWS_BF16X2", bf16x2)
+            cfg = replace(DEFAULT_CONFIG, exact_fallback=fallback, rht_rows_bf16x2=bf16x2)
             for br in (16, 256):
-                same(quantize_packed(xt, sch, rht=TE, variant="rows", BM=br), ref, -1)
+                same(quantize_packed(xt, sch, rht=TE, variant="rows", BM=br, config=cfg), ref, -1)
 
 
 @pytest.mark.parametrize("axis", [-1, 0])
@@ -279,10 +278,10 @@ def test_backend_quantize_rht(backend, name, axis):
 
 
 def test_capabilities_and_refusals(backend):
-    from fp4spec.backends.triton_rht_mma import mma_arith
+    from fp4spec.backends.triton.capability import gpu_features
 
     caps = backend.capabilities()
-    a = mma_arith()  # the tensor-core arithmetic: claimed on Hopper and in the interpreter
+    a = gpu_features().mma_arith  # the tensor-core arithmetic: claimed on Hopper and in the interpreter
     assert caps.rht == ("16/fwht-fp32",) + ((f"16/{a}",) if a else ())
     assert caps.supports_rht(TE) and caps.supports_rht(RHT.from_seed(1, out_dtype="float64"))
     assert not caps.supports_rht(RHT.from_seed(1, size=32))
@@ -295,6 +294,6 @@ def test_capabilities_and_refusals(backend):
     with pytest.raises(NotImplementedError):
         quantize_packed(x, "nvfp4_2d", rht=TE, variant="rows")
     with pytest.raises(ValueError):
-        quantize_packed(x, "nvfp4", rht=TE, variant="v1")
+        quantize_packed(x, "nvfp4", rht=TE, variant="tile")
     with pytest.raises(ValueError):
         quantize_packed(torch.ones((16, 24)), "nvfp4:block_size=8", rht=TE)  # 24 is not a multiple of 16

@@ -1,4 +1,4 @@
-"""The RHT on the tensor cores (``arith="mma:sm90-bf16"``, backends/triton_rht_mma.py) equals
+"""The RHT on the tensor cores (``arith="mma:sm90-bf16"``, backends/triton/mma.py and kernels/rht_mma.py) equals
 the spec's composition ``fp4spec.quantize(rht(x), ...)`` bit for bit: the fused rowwise kernel
 (the wide block-diagonal dot, one-tile and persistent grids, the exact-encoder and NaN-spread
 fallbacks), the unfused transform (columnwise, SR, float32 output, other elements) and the
@@ -20,8 +20,12 @@ if not torch.cuda.is_available():  # before triton is imported: it reads the var
 pytest.importorskip("triton")
 
 import fp4spec  # noqa: E402
-from fp4spec.backends import triton_backend as trb  # noqa: E402
-from fp4spec.backends import triton_rht_mma as rm  # noqa: E402
+from dataclasses import replace  # noqa: E402
+
+from fp4spec.backends import triton as trb  # noqa: E402
+from fp4spec.backends.triton import DEFAULT_CONFIG, capability  # noqa: E402
+from fp4spec.backends.triton import mma as rm  # noqa: E402
+from fp4spec.backends.triton import quantize as trq  # noqa: E402
 from fp4spec.backends.base import resolve_scheme  # noqa: E402
 from fp4spec.rht import RHT, TE_SIGNS, hadamard, rht  # noqa: E402
 
@@ -38,8 +42,19 @@ SEEDED = RHT.from_seed(11, arith=ARITH)
 
 @pytest.fixture(scope="module", autouse=True)
 def _claimed(backend):
-    if rm.mma_arith() != ARITH:
+    if capability.gpu_features().mma_arith != ARITH:
         pytest.skip("the bf16 MMA here is not the sm90-bf16 model (not Hopper, not the interpreter)")
+
+
+def mma_config(pair=None, per_sm=None, **fields):
+    """DEFAULT_CONFIG with mma_* fields replaced: pair sets the operand rows of both block sizes,
+    per_sm the programs per SM of both persistent grids."""
+    kw = {f"mma_{k}": v for k, v in fields.items() if v is not None}
+    if pair is not None:
+        kw["mma_pair_rows"] = {16: pair, 32: pair}
+    if per_sm is not None:
+        kw.update(mma_tma_per_sm=per_sm, mma_per_sm=per_sm)
+    return replace(DEFAULT_CONFIG, **kw)
 
 
 def bf16_values(x) -> np.ndarray:
@@ -117,11 +132,11 @@ def test_fused_grids_and_ragged(spec, shape, mode):
     scales = torch.empty((shape[0], shape[1] // sch.block_size), dtype=torch.uint8, device=xt.device)
     ref = reference(x, TE, sch)
     if sch.structure == "two_level":
-        ts = trb.two_level_consts(sch, xt.device, amax=rm.rht_amax(xt, TE))
+        ts = trq.two_level_consts(sch, xt.device, amax=rm.rht_amax(xt, TE))
         assert np.float32(ts[1].cpu()).view(np.uint32) == np.float32(ref.global_scale).view(np.uint32)
     else:
-        ts = trb.mx_consts(sch, xt.device)
-    rm.fused_launcher(xt, packed, scales, ts, sch, TE, persist=mode == "persist", tma=mode == "tma", R=16)()
+        ts = trq.mx_consts(sch, xt.device)
+    rm.mma_launcher(xt, packed, scales, ts, sch, TE, mma_config(persist=mode == "persist", tma=mode == "tma"), R=16)()
     assert_equal({"packed": packed, "scales": scales, "global_scale": None}, ref, shape)
 
 
@@ -142,14 +157,14 @@ def test_tma_and_pointer_loads_agree(spec, pair, defer, block_stores, pair_t):
     x = adversarial(1, rows=64)
     sch = resolve_scheme(spec)
     xt = dev(x)
-    ts = trb.two_level_consts(sch, xt.device, amax=rm.rht_amax(xt, TE)) if sch.structure == "two_level" else \
-        trb.mx_consts(sch, xt.device)
+    ts = trq.two_level_consts(sch, xt.device, amax=rm.rht_amax(xt, TE)) if sch.structure == "two_level" else \
+        trq.mx_consts(sch, xt.device)
     outs = []
     for tma in (False, True):
         packed = torch.zeros((64, 64), dtype=torch.uint8, device=xt.device)
         scales = torch.zeros((64, 128 // sch.block_size), dtype=torch.uint8, device=xt.device)
-        rm.fused_launcher(xt, packed, scales, ts, sch, TE, tma=tma, pair=pair, R=16, programs_per_sm=1,
-                          defer=defer, block_stores=block_stores, pair_t=pair_t)()
+        cfg = mma_config(tma=tma, pair=pair, per_sm=1, defer=defer, block_stores=block_stores, pair_tmajor=pair_t)
+        rm.mma_launcher(xt, packed, scales, ts, sch, TE, cfg, R=16)()
         outs.append((packed, scales))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
     assert_equal({"packed": outs[1][0], "scales": outs[1][1], "global_scale": None}, reference(x, TE, sch), x.shape)
@@ -167,20 +182,18 @@ def test_mx_bf16x2_encoder(spec, pair):
     data (subnormal and huge blocks: multipliers up to 2^127 and down to 2^-125; Inf and NaN:
     NaN-scale blocks redone by the exact encoder), for both operand row orders. In the
     interpreter only the float32 encoder runs."""
-    from fp4spec.backends import triton_rows_fast as rf
-
     x = adversarial(1, rows=64)
     x[17] *= np.float32(2.0 ** -133)  # bf16 subnormals after the RHT, multiplier 2^127
     x = bf16_values(x)
     sch = resolve_scheme(spec)
     xt = dev(x)
-    ts = trb.mx_consts(sch, xt.device)
+    ts = trq.mx_consts(sch, xt.device)
     ref = reference(x, TE, sch)
-    for bf16x2 in (False, True) if rf.hw_bf16x2(xt.device) else (None,):
+    for bf16x2 in (False, True) if capability.gpu_features(xt.device).hw_bf16x2 else (None,):
         packed = torch.zeros((64, 64), dtype=torch.uint8, device=xt.device)
         scales = torch.zeros((64, 4), dtype=torch.uint8, device=xt.device)
-        rm.fused_launcher(xt, packed, scales, ts, sch, TE, tma=True, pair=pair, R=16, programs_per_sm=1,
-                          bf16x2=bf16x2)()
+        rm.mma_launcher(xt, packed, scales, ts, sch, TE, mma_config(tma=True, pair=pair, per_sm=1, bf16x2=bf16x2),
+                        R=16)()
         assert_equal({"packed": packed, "scales": scales, "global_scale": None}, ref, x.shape)
 
 
@@ -212,8 +225,8 @@ def test_fast_encoder_alone_on_benign_data():
     xt = dev(x)
     packed = torch.empty((16, 64), dtype=torch.uint8, device=xt.device)
     scales = torch.empty((16, 8), dtype=torch.uint8, device=xt.device)
-    ts = trb.two_level_consts(sch, xt.device, amax=rm.rht_amax(xt, TE))
-    rm.fused_launcher(xt, packed, scales, ts, sch, TE, exact_fallback=False)()
+    ts = trq.two_level_consts(sch, xt.device, amax=rm.rht_amax(xt, TE))
+    rm.mma_launcher(xt, packed, scales, ts, sch, TE, replace(DEFAULT_CONFIG, exact_fallback=False))()
     assert_equal({"packed": packed, "scales": scales, "global_scale": None}, reference(x, TE, sch), x.shape)
 
 
@@ -275,7 +288,7 @@ def test_refusals(backend):
     with pytest.raises(ValueError, match="bfloat16"):  # step M1: the operand is bf16
         trb.quantize_packed(torch.full((4, 32), 1.00390625), "nvfp4", rht=TE)
     with pytest.raises(ValueError, match="variant"):
-        trb.quantize_packed(torch.ones((4, 32), dtype=torch.bfloat16), "nvfp4", rht=TE, variant="cols3")
+        trb.quantize_packed(torch.ones((4, 32), dtype=torch.bfloat16), "nvfp4", rht=TE, variant="cols")
     with pytest.raises(NotImplementedError):
         trb.quantize_packed(torch.ones((4, 32), dtype=torch.bfloat16), "nvfp4", rht=TE, variant="rows",
                             rounding="sr", seed=1)

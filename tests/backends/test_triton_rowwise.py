@@ -1,13 +1,15 @@
-"""The fast rowwise quantize kernels (backends/triton_rows_fast.py) equal the v2 kernels of
-quantize_packed (variant "rows" / "rows2d") and the numpy emulator bit for bit; their E2M1
-encoder equals the v2 encoder (proof below). quantize_packed's default for these requests is
-variant ``tb``.
+"""The fast rowwise quantize kernel (variant ``rows_bf16``, quantize_packed's default for bf16
+E2M1 1 x 16 / 1 x 32 RNE with plain scales) equals the other rowwise kernels (``rows``,
+``rows_split``) and the numpy emulator bit for bit; its E2M1 encoder equals the exact encoder
+(proof below); the MX encoder on bf16x2 words and the hardware UE4M3 conversion equal their
+integer twins (the GPU tests: every input).
 
 On a machine without a GPU the kernels run under TRITON_INTERPRET=1 (small shapes)."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
@@ -19,8 +21,13 @@ if not torch.cuda.is_available():  # before triton is imported: it reads the var
 pytest.importorskip("triton")
 
 import fp4spec  # noqa: E402
-from fp4spec.backends import triton_rows_fast as rf  # noqa: E402
-from fp4spec.backends.triton_backend import quantize_packed  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from fp4spec.backends.triton import DEFAULT_CONFIG, capability, quantize_packed  # noqa: E402
+from fp4spec.backends.triton import launch as trl  # noqa: E402
+from fp4spec.backends.triton import quantize as trq  # noqa: E402
+from fp4spec.backends.triton.kernels import primitives as tp  # noqa: E402
 
 from .test_torch_backend import adversarial, with_nonfinite  # noqa: E402
 from . import test_triton_backend as _triton_tests  # noqa: E402
@@ -44,7 +51,7 @@ def _fma_bits(a, s, c):
 
 
 def fast_mag(a, m=1.0):
-    """triton_rows_fast._mag_y / _mag_scaled: 0x4A800000 + code of |a| * m."""
+    """primitives._mag_y / _mag_scaled: 0x4A800000 + code of |a| * m."""
     a = np.abs(np.asarray(a, F32))
     u1 = _fma_bits(a, m, 4194304.0)
     u2 = _fma_bits(a, m * 0.5, 4194305.0)
@@ -53,7 +60,7 @@ def fast_mag(a, m=1.0):
 
 
 def v2_mag(y):
-    """triton_kernels._e2m1_rne without the sign: min of three magic-number roundings of
+    """primitives._e2m1_rne without the sign: min of three magic-number roundings of
     min(|y|, 6) (float32 additions)."""
     a = np.minimum(np.abs(np.asarray(y, F32)), F32(6))
     c1 = (a + F32(4194304.0)).view(np.int32) - 0x4A800000
@@ -113,14 +120,19 @@ def test_fast_encoder_scaled_products():
 SCHEMES = [("nvfp4", {}), ("mxfp4", {}), ("mxfp4", {"scale_rule": "rceil"}), ("mxfp4", {"scale_rule": "even"}),
            ("mxfp4", {"scale_rule": "ceil"}), ("mxfp4", {"profile": "torchao"})]
 IDS = [n + "".join(f"-{v}" for v in o.values()) for n, o in SCHEMES]
-# (variant, BR, num_warps): several programs with masked blocks, one program, persistent loops
-TILES = [("tb", 16, 1), ("tb", 64, 2), ("pair", 16, 1), ("pair", 128, 4), ("tbp", 16, 1), ("tbp", 32, 1)]
+# (BR, num_warps) of rows_bf16: several programs with masked blocks, one program
+TILES = [(16, 1), (64, 2), (128, 4)]
+NO_FALLBACK = replace(DEFAULT_CONFIG, exact_fallback=False)
 
 
 def v2(xt, sch, **kw):
-    """The v2 kernels' result (quantize_packed's rowwise default before ``tb``)."""
+    """The other rowwise kernels' result (rows_split for MX, rows for two-level schemes)."""
     sch = fp4spec.get_scheme(sch) if isinstance(sch, str) else sch
-    return quantize_packed(xt, sch, variant="rows2d" if sch.structure == "mx" else "rows", **kw)
+    return quantize_packed(xt, sch, variant="rows_split" if sch.structure == "mx" else "rows", **kw)
+
+
+def fast(xt, sch, br=None, w=None, **kw):
+    return quantize_packed(xt, sch, variant="rows_bf16", BM=br, num_warps=w, **kw)
 
 
 def _dev(x, backend):
@@ -161,15 +173,15 @@ def tie_blocks(rows=16, seed=0):
 @pytest.mark.parametrize("name,over", SCHEMES, ids=IDS)
 def test_variants_adversarial(backend, name, over):
     """Adversarial blocks (tiny, huge, subnormal, zero and -0, ties, binade edges) with NaN/Inf:
-    every variant == v2 == the emulator (tiles with NaN scales or a tiny TE
+    rows_bf16 == rows / rows_split == the emulator (tiles with NaN scales or a tiny TE
     multiplier take the exact branch)."""
     sch = fp4spec.get_scheme(name, **over)
     for x in (with_nonfinite(adversarial(7)), adversarial(11, 16, 128)):
         xt = _dev(x, backend)
         ref = v2(xt, sch)
-        _check(quantize_packed(xt, sch), ref)  # the default: tb
-        for v, br, w in TILES:
-            out = rf.quantize_rows_fast(xt, sch, variant=v, BR=br, num_warps=w)
+        _check(quantize_packed(xt, sch), ref)  # the default: rows_bf16
+        for br, w in TILES:
+            out = fast(xt, sch, br, w)
             _check(out, ref)
         _check_emulator(out, xt, sch)
 
@@ -185,24 +197,22 @@ def test_fast_path_alone_on_ties(backend, name, over):
     x[5, :16] = -0.0
     xt = _dev(x, backend)
     ref = v2(xt, sch)
-    for v, br, w in TILES:
-        out = rf.quantize_rows_fast(xt, sch, variant=v, BR=br, num_warps=w, exact_fallback=False)
+    for br, w in TILES:
+        out = fast(xt, sch, br, w, config=NO_FALLBACK)
         _check(out, ref)
     _check_emulator(out, xt, sch)
     if sch.structure != "mx":  # a given tensor scale
         sed = (ref["global_scale"] * 0 + 1, ref["global_scale"])
-        _check(rf.quantize_rows_fast(xt, sch, s_enc_dec=sed, exact_fallback=False), v2(xt, sch, s_enc_dec=sed))
+        _check(fast(xt, sch, s_enc_dec=sed, config=NO_FALLBACK), v2(xt, sch, s_enc_dec=sed))
 
 
 def _consts(xt, name):
-    """quantize_rows_fast's constants for the contiguous 2-D bf16 tensor xt."""
-    from fp4spec.backends import triton_backend as trb
-
+    """The call constants of the contiguous 2-D bf16 tensor xt."""
     sch = fp4spec.get_scheme(name)
     if sch.structure == "mx":
-        return trb.mx_consts(sch, xt.device)
+        return trq.mx_consts(sch, xt.device)
     M, N = xt.shape
-    return trb.two_level_consts(sch, xt.device, amax=trb.global_amax(xt, M, N, N, 1))
+    return trq.two_level_consts(sch, xt.device, amax=trl.global_amax(xt, M, N, N, 1))
 
 
 @pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
@@ -211,30 +221,30 @@ def test_every_bf16_pattern(backend, name):
     xt = _dev(x, backend)
     ref = v2(xt, name)
     _check(quantize_packed(xt, name), ref)
-    for v in rf.VARIANTS:
-        _check(rf.quantize_rows_fast(xt, name, variant=v, BR=256), ref)
-    _check_emulator(rf.quantize_rows_fast(xt, name), xt, fp4spec.get_scheme(name))
-    out = quantize_packed(xt, name)  # tb with and without the hardware UE4M3 conversion
-    for hw in (False, True) if rf.hw_e4m3(xt.device) else (False,):
+    _check(fast(xt, name, 256), ref)
+    _check_emulator(fast(xt, name), xt, fp4spec.get_scheme(name))
+    out = quantize_packed(xt, name)  # rows_bf16 with and without the hardware UE4M3 conversion
+    for hw in (False, True) if capability.gpu_features(xt.device).hw_e4m3 else (False,):
         pk, sc = torch.empty_like(out["packed"]), torch.empty_like(out["scales"])
         ts = _consts(xt, name)
-        rf.launcher(xt, pk, sc, ts, fp4spec.get_scheme(name), hw_cvt=hw)()
+        trl.rows_bf16_launcher(xt, pk, sc, ts, fp4spec.get_scheme(name), replace(DEFAULT_CONFIG, hw_instructions=hw))()
         assert torch.equal(pk, out["packed"]) and torch.equal(sc, out["scales"])
 
 
 def test_hw_e4m3_only_on_a_gpu_that_has_it():
     """The hardware UE4M3 conversion is inline PTX: never in the interpreter or on the CPU."""
-    assert not rf.hw_e4m3(torch.device("cpu"))
+    assert not capability.gpu_features(torch.device("cpu")).hw_e4m3
     if not torch.cuda.is_available():
-        assert not rf.hw_e4m3(torch.device("cuda"))
+        assert not capability.gpu_features(torch.device("cuda")).hw_e4m3
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9),
                     reason="the hardware e4m3 conversion needs a GPU of compute capability 8.9+")
 def test_hw_ue4m3_conversion_equals_integer_rounding():
     """_ue4m3_cvt (cvt.rn.satfinite.e4m3x2.f32) equals _ue4m3_sat (the clamp at 448, then RNE) on
     every 64th non-negative float32 pattern and on every pattern near the UE4M3 range's
-    ties (benchmarks/check_gpu_e4m3.py checks all 2^31)."""
+    ties (test_triton_gpu.py checks all 2^31)."""
     import triton
     import triton.language as tl
 
@@ -242,8 +252,8 @@ def test_hw_ue4m3_conversion_equals_integer_rounding():
     def both(x_ptr, hw_ptr, sw_ptr, N, BLOCK: tl.constexpr):
         i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         s = tl.load(x_ptr + i, mask=i < N, other=0.0)
-        tl.store(hw_ptr + i, rf._ue4m3_cvt(s), mask=i < N)
-        tl.store(sw_ptr + i, rf._ue4m3_sat(s), mask=i < N)
+        tl.store(hw_ptr + i, tp._ue4m3_cvt(s), mask=i < N)
+        tl.store(sw_ptr + i, tp._ue4m3_sat(s), mask=i < N)
 
     codes = np.arange(0x7F, dtype=np.uint8)
     vals = fp4spec.decode(codes, "ue4m3").astype(F32)
@@ -258,7 +268,7 @@ def test_hw_ue4m3_conversion_equals_integer_rounding():
     assert torch.equal(hw, sw)
 
 
-# -- the MX encoder on bf16x2 words (triton_rows_fast._mag_bf16x2, _nibbles_bf16x2) -----------
+# -- the MX encoder on bf16x2 words (primitives._mag_bf16x2, _nibbles_bf16x2) ------------------
 
 
 def _bf16_fma_bits(a, m, c):
@@ -292,7 +302,7 @@ def bf16x2_codes_model(xb, k):
                        np.minimum(_bf16_fma_bits(v, m / 4, 66), 0x4287))
         mags.append(u)
     u = mags[0] | (mags[1] << 16)  # [n, 4]
-    mag = (u[:, 0] + (u[:, 1] << 4) + (u[:, 2] << 8) + (u[:, 3] << 12) - (rf._B0_NIBBLES.value % (1 << 32)))
+    mag = (u[:, 0] + (u[:, 1] << 4) + (u[:, 2] << 8) + (u[:, 3] << 12) - (tp._B0_NIBBLES.value % (1 << 32)))
     mag &= 0xFFFFFFFF
     ev = _prmt_signs(words[:, 0], words[:, 2])
     od = _prmt_signs(words[:, 1], words[:, 3])
@@ -324,6 +334,7 @@ def test_bf16x2_word_encoder_model(k):
     np.testing.assert_array_equal(bf16x2_codes_model(xb, k), want)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
                     reason="the bf16x2 encoder's min.u16x2 needs a GPU of compute capability 9.0+")
 def test_bf16x2_encoder_every_bf16_and_multiplier():
@@ -340,9 +351,9 @@ def test_bf16x2_encoder_every_bf16_and_multiplier():
         mask = n < NG
         xw = tl.load(x_ptr + n[:, None] * 4 + tl.arange(0, 4)[None, :], mask=mask[:, None], other=0)
         m = tl.load(m_ptr + n, mask=mask, other=1.0)
-        m1, m2, m4 = rf._mx_mults_bf16x2(m)
-        x0, x1, x2, x3 = rf._split4(xw)
-        tl.store(q_ptr + n, rf._mx_codes_bf16x2(x0, x1, x2, x3, m1, m2, m4), mask=mask)
+        m1, m2, m4 = tp._mx_mults_bf16x2(m)
+        x0, x1, x2, x3 = tp._split4(xw)
+        tl.store(q_ptr + n, tp._mx_codes_bf16x2(x0, x1, x2, x3, m1, m2, m4), mask=mask)
 
     xs, ms, wants = [], [], []
     for k in range(-127, 128):
@@ -369,47 +380,45 @@ def test_tiny_multiplier_branch(backend):
     xt = _dev(x, backend)
     ref = v2(xt, "nvfp4")
     _check(quantize_packed(xt, "nvfp4"), ref)
-    for v in rf.VARIANTS:
-        _check(rf.quantize_rows_fast(xt, "nvfp4", variant=v, BR=16), ref)
-    _check_emulator(rf.quantize_rows_fast(xt, "nvfp4"), xt, fp4spec.get_scheme("nvfp4"))
+    _check(fast(xt, "nvfp4", 16), ref)
+    _check_emulator(fast(xt, "nvfp4"), xt, fp4spec.get_scheme("nvfp4"))
 
 
 def test_leading_dims_and_errors(backend):
     x = _dev(adversarial(3), backend).reshape(2, 16, 64)
     ref = v2(x, "mxfp4")
-    _check(rf.quantize_rows_fast(x, "mxfp4"), ref)
+    _check(fast(x, "mxfp4"), ref)
     _check(quantize_packed(x, "mxfp4"), ref)
     with pytest.raises(ValueError, match="variant"):
-        rf.quantize_rows_fast(x, "mxfp4", variant="nope")
-    with pytest.raises(ValueError, match="bfloat16"):
-        rf.quantize_rows_fast(x.float(), "mxfp4")
-    with pytest.raises(ValueError, match="scheme"):
-        rf.quantize_rows_fast(x, "nvint4")
+        quantize_packed(x, "mxfp4", variant="nope")
+    with pytest.raises(NotImplementedError, match="rows_bf16.: rowwise bf16"):
+        fast(x.float(), "mxfp4")
+    with pytest.raises(NotImplementedError, match="E2M1"):
+        fast(x, "nvint4")
     with pytest.raises(ValueError, match="blocks"):
-        rf.quantize_rows_fast(x[..., :40], "nvfp4")
+        fast(x[..., :40], "nvfp4")
 
 
 # -- quantize_packed's default and the one-kernel constants ---------------------------------------
 
 
 def test_default_route(backend, monkeypatch):
-    """quantize_packed runs tb for bf16 rowwise E2M1 1 x 16 / 1 x 32 RNE with plain scales (with
-    BM blocks per program), v2 for everything else; variant='tb' elsewhere is refused."""
-    from fp4spec.backends import triton_backend as trb
-
-    calls = []
-    real = rf.launcher
-    monkeypatch.setattr(rf, "launcher", lambda *a, **k: calls.append(k) or real(*a, **k))
+    """quantize_packed runs rows_bf16 for bf16 rowwise E2M1 1 x 16 / 1 x 32 RNE with plain scales
+    (with BM blocks per program), other variants for everything else; variant='rows_bf16'
+    elsewhere is refused."""
+    ran = []
+    for name, (check, run) in list(trq.VARIANTS.items()):
+        monkeypatch.setitem(trq.VARIANTS, name, (check, lambda p, _n=name, _r=run: ran.append((_n, p.BM)) or _r(p)))
     x = adversarial(5)
     xt = _dev(x, backend)
     for name in ("nvfp4", "mxfp4"):
         ref = v2(xt, name)
         for br in (None, 16):
-            calls.clear()
+            ran.clear()
             _check(quantize_packed(xt, name, BM=br), ref)
-            assert len(calls) == 1 and calls[0]["BR"] == (br or trb.TB_BR)
-        _check_emulator(quantize_packed(xt, name, variant="tb"), xt, fp4spec.get_scheme(name))
-    calls.clear()
+            assert ran == [("rows_bf16", br)]
+        _check_emulator(quantize_packed(xt, name, variant="rows_bf16"), xt, fp4spec.get_scheme(name))
+    ran.clear()
     xf = torch.from_numpy(x).to(backend.device)
     rb = torch.zeros(x.shape, dtype=torch.int32)
     for xx, name, kw in ((xf, "nvfp4", {}), (xt, "nvint4", {}), (xt, "mxfp4:block_size=64", {}),
@@ -417,17 +426,17 @@ def test_default_route(backend, monkeypatch):
                          (xt, "nvfp4", {"rht": "te"}), (xt, "nvfp4_2d", {})):
         sch = fp4spec.backends.base.resolve_scheme(name)
         quantize_packed(xx, sch, **kw)
-        with pytest.raises(NotImplementedError, match="tb"):
-            quantize_packed(xx, sch, variant="tb", **kw)
-    assert not calls
+        with pytest.raises((NotImplementedError, ValueError), match="rows_bf16"):
+            quantize_packed(xx, sch, variant="rows_bf16", **kw)
+    assert ran and "rows_bf16" not in [n for n, _ in ran]
     with pytest.raises(ValueError, match="variant"):
         quantize_packed(xt, "nvfp4", variant="nope")
 
 
 def _consts_reference(dev, amax=None, s_enc_dec=None):
-    """ts[:132] as quantize_packed built it before two_level_consts: torch ops + mult_table_kernel."""
+    """ts[:132] by torch ops and a table kernel (how quantize_packed built it before
+    two_level_consts_kernel)."""
     from fp4spec.backends import torch_backend as tbk
-    from fp4spec.backends import triton_kernels as tk
 
     sch = fp4spec.get_scheme("nvfp4")
     s_enc, s_dec = tbk.tensor_scale(amax, sch) if s_enc_dec is None else s_enc_dec
@@ -435,8 +444,18 @@ def _consts_reference(dev, amax=None, s_enc_dec=None):
     ts[2] = float(np.float32(1) / np.float32(6))
     ts[3] = 256.0
     ts[0:2] = torch.stack((torch.as_tensor(s_enc, device=dev).reshape(()), torch.as_tensor(s_dec, device=dev).reshape(())))
-    tk.mult_table_kernel[(1,)](ts, ts[4:], num_warps=1)
+    _mult_table_kernel[(1,)](ts, ts[4:], num_warps=1)
     return ts
+
+
+@triton.jit
+def _mult_table_kernel(ts_ptr, out_ptr):
+    """TE element multipliers of the 128 UE4M3 scale codes: fp32 min(1 / fp32(value(c) * S_dec),
+    FLT_MAX) (div_rn)."""
+    c = tl.arange(0, 128)
+    den = tp._ue4m3_value(c) * tl.load(ts_ptr + 1)
+    me = tl.math.div_rn(tl.full(den.shape, 1.0, tl.float32), den)
+    tl.store(out_ptr + c, tl.where(me > 3.4028234663852886e38, 3.4028234663852886e38, me))
 
 
 def _bits(t):
@@ -448,18 +467,16 @@ def test_two_level_consts(backend):
     equal the torch steps they replace, bit for bit: zero, -0, subnormal and tiny amaxes
     (S_enc overflows to FLT_MAX), huge, Inf, NaN, ordinary values; given tensors, float32
     scalars, float64 values (rounded to float32) and Python floats."""
-    from fp4spec.backends import triton_backend as trb
-
     sch = fp4spec.get_scheme("nvfp4")
     vals = F32([0.0, -0.0, 1e-45, 3e-39, 1e-38, 1e-30, 2688.0, 1.0, 0.3, 7.5e3, 1e30, 3.4028235e38, np.inf, np.nan])
     vals = np.concatenate([vals, np.random.default_rng(0).standard_normal(6).astype(F32) ** 2])
     for a in vals:
         amax = torch.tensor(a, dtype=torch.float32, device=backend.device)
         ref = _consts_reference(backend.device, amax=amax)
-        np.testing.assert_array_equal(_bits(trb.two_level_consts(sch, backend.device, amax=amax)), _bits(ref), err_msg=str(a))
+        np.testing.assert_array_equal(_bits(trq.two_level_consts(sch, backend.device, amax=amax)), _bits(ref), err_msg=str(a))
     se = torch.tensor(123.456, dtype=torch.float32, device=backend.device)
     sd = torch.tensor(1 / 123.456, dtype=torch.float32, device=backend.device)
     for given in ((se, sd), (float(se), float(sd)), (np.float64(1 / 3), np.float64(3.0)), (1 / 3, 3.0),
                   (se, 0.01), (se.double() / 3, sd.double())):
-        got = trb.two_level_consts(sch, backend.device, s_enc_dec=given)
+        got = trq.two_level_consts(sch, backend.device, s_enc_dec=given)
         np.testing.assert_array_equal(_bits(got), _bits(_consts_reference(backend.device, s_enc_dec=given)))

@@ -1,5 +1,6 @@
-"""Triton block-scaled GEMM: C = A . B^T (+ c) of packed 4-bit operands, bit-exact under the
-``sm90-bf16`` accumulator model (NVIDIA Hopper, bf16 tensor cores).
+"""The triton block-scaled GEMM, host side: C = A . B^T (+ c) of packed 4-bit operands,
+bit-exact under the ``sm90-bf16`` accumulator model (NVIDIA Hopper, bf16 tensor cores).
+Kernels: :mod:`.kernels.gemm`; where it is claimed: :func:`.capability.claimed_accumulators`.
 
 Hopper has no FP4 or block-scaled MMA. This kernel does what the model describes
 (:data:`fp4spec.accumulators` ``["sm90-bf16"]``): every operand element becomes the bf16 value
@@ -46,7 +47,7 @@ exact operand values as float32: on their own they check only data on which ever
 accumulator model agrees; inside :func:`interpreter_model_dot` each interpreted dot is the
 model's chain of k = 16 steps (:func:`model_dot`), so everything around the MMA is checked bit
 for bit on any data on the CPU. The check of the MMA itself needs the GPU
-(``tests/backends/test_triton_gemm.py``, ``benchmarks/bench_gpu_gemm.py``).
+(the ``gpu`` tests of ``tests/backends/test_triton_gemm.py``).
 
 Compiles: Triton specialises a kernel on its int arguments (== 1, multiple of 16) and its
 constexprs, and each compile of this kernel takes seconds. The tuned configurations want that
@@ -55,8 +56,8 @@ compile dozens of variants. ``any_shape`` configurations (:class:`TileConfig`) r
 ``gemm_kernel_any``: sizes and strides are plain runtime ints (``do_not_specialize``), the
 tile is fixed, K may be any multiple of 16 (the rest after the BK dots runs as k = 16 dots,
 still one chain in ascending K), and c and g are always passed (+0 and 1.0 when absent: the
-same bits), so one compile serves every shape of a scheme pair. :func:`matmul` uses
-:data:`SMALL_CONFIG` for small GEMMs.
+same bits), so one compile serves every shape of a scheme pair. :func:`matmul` uses the
+config's ``gemm_small`` (:class:`.config.TritonConfig`) for small GEMMs.
 
 Variants (:class:`TileConfig`): ``"fused"`` dequantizes both operand tiles in the GEMM's K
 loop; ``"prepass"`` dequantizes A and B once into bf16 buffers (:func:`dequantize_bf16`,
@@ -68,26 +69,19 @@ instead (low nibbles of 8 bytes, then their high nibbles: the same 16 products p
 instruction, each byte loaded twice).
 """
 
+
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
-import os
 
 import numpy as np
+import triton
 
-from .base import Availability, BackendError, resolve_scheme
+from ..base import BackendError, resolve_scheme
+from .capability import GEMM_ACCUMULATORS, interpret
+from .config import DEFAULT_CONFIG
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # pragma: no cover - the module is only usable with triton
-    triton = None
-    tl = None
-
-#: Accumulator models the kernel implements bit for bit.
-ACCUMULATORS = ("sm90-bf16",)
 #: Catalogue schemes it takes (A and B may use different ones; the scale rule and profile do
 #: not matter to a GEMM, so every ``mxfp4:scale_rule=...`` variant is taken too).
 SCHEMES = ("mxfp4", "nvfp4", "nvfp4_2d", "ufp4", "nvint4")
@@ -99,284 +93,6 @@ NAN_BITS = 0x7FFFFFFF
 VARIANTS = ("fused", "hybrid", "prepass")
 UNPACKS = ("join", "dup")
 
-
-def _interpret() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-# =====================================================================================
-# Kernels
-# =====================================================================================
-
-if triton is not None:
-
-    @triton.jit
-    def _element(code, ELEM: tl.constexpr):
-        """float32 values of 4-bit element codes (int32 0..15), exact, -0 kept.
-
-        e2m1 (ELEM 0) and e1m2 (1) are read as float32 bit patterns: the magnitude bits put in
-        the low exponent bit(s) and the top mantissa bit(s) (e2m1: bits 24..22, e1m2: bits
-        23..21), the sign in bit 31, then multiplied by 2^126 (e2m1) or 2^127 (e1m2). A code
-        with a zero exponent field is a float32 subnormal pattern, and the multiplication by
-        the power of two is exact (e2m1 m = 1: 2^-127 * 2^126 = 0.5) as long as the multiply
-        does not flush subnormals (Triton emits no .ftz for it; the exhaustive dequantization
-        test would show it). int4_sym (2): (code ^ 8) = value + 8, made float by the 2^23 trick
-        ((u | 0x4B000000) - (2^23 + 8)).
-        """
-        if ELEM == 0:
-            v = (((code & 8) << 28) | ((code & 7) << 22)).to(tl.float32, bitcast=True) * 8.507059173023462e37
-        elif ELEM == 1:
-            v = (((code & 8) << 28) | ((code & 7) << 21)).to(tl.float32, bitcast=True) * 1.7014118346046923e38
-        else:
-            v = ((code ^ 8) | 0x4B000000).to(tl.float32, bitcast=True) - 8388616.0
-        return v
-
-    @triton.jit
-    def _scale_operand(s, SCALE: tl.constexpr):
-        """What the dequantization multiplies by, per scale code s (int32): UE4M3 (SCALE 1): its
-        float32 value (exact; bit 7 ignored; 0x7F -> NaN); E8M0 (SCALE 0): s itself (the
-        exponent is added as an integer)."""
-        if SCALE == 1:
-            s = s & 0x7F
-            e = s >> 3
-            m = s & 7
-            normal = ((e + 120) << 23 | (m << 20)).to(tl.float32, bitcast=True)
-            sub = ((m | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0) * 0.001953125
-            v = tl.where(e == 0, sub, normal)
-            v = tl.where(s == 0x7F, float("nan"), v)
-        else:
-            v = s
-        return v
-
-    @triton.jit
-    def _bf16_bits(code, sv, ELEM: tl.constexpr, SCALE: tl.constexpr):
-        """bf16 bit patterns (int32 in 0..0xFFFF) of element * block scale, as the sm90-bf16
-        model's operands: exact products, +-Inf on overflow, NaN for a NaN scale code
-        (``sv`` from :func:`_scale_operand`).
-
-        UE4M3 (SCALE 1): one float32 multiplication, exact and normal (|product| >= 2^-10,
-        at most 8 significant bits), so its upper 16 bits are the bf16 value. E8M0 (SCALE 0):
-        the bf16 exponent of the element plus s - 127, integers only: >= 255 is +-Inf, <= 0 a
-        bf16 subnormal (the significand shifted right by at most 2, which drops no bit of these
-        elements); a zero element stays a signed zero.
-        """
-        v = _element(code, ELEM)
-        if SCALE == 1:
-            r = ((v * sv).to(tl.int32, bitcast=True) >> 16) & 0xFFFF
-        else:
-            b = (v.to(tl.int32, bitcast=True) >> 16) & 0xFFFF
-            mag = b & 0x7FFF
-            e = (mag >> 7) + sv - 127
-            normal = (e << 7) | (mag & 0x7F)
-            sub = (0x80 | (mag & 0x7F)) >> tl.minimum(tl.maximum(1 - e, 0), 15)
-            r = tl.where(e >= 255, 0x7F80, tl.where(e >= 1, normal, sub))
-            r = tl.where(mag == 0, 0, r) | (b & 0x8000)
-            r = tl.where(sv == 255, 0x7FC0, r)
-        return r
-
-    @triton.jit
-    def _tile_scales(s_ptr, rows, first, ss, BR: tl.constexpr, COLS: tl.constexpr, PER: tl.constexpr,
-                     SCALE: tl.constexpr, mask):
-        """The scale operands of a BR x COLS tile whose columns share one scale per PER
-        consecutive columns (scale index ``first`` at column 0): loaded and decoded once per
-        block, then broadcast (shape (BR, COLS), or (BR, 1) when one block covers the tile)."""
-        if PER >= COLS:
-            s = tl.load(s_ptr + rows * ss + first, mask=mask, other=0).to(tl.int32)
-            out = _scale_operand(s, SCALE)[:, None]
-        else:
-            NB: tl.constexpr = COLS // PER
-            s = tl.load(s_ptr + rows[:, None] * ss + (first + tl.arange(0, NB))[None, :], mask=mask[:, None],
-                        other=0)
-            sv = _scale_operand(s.to(tl.int32), SCALE)
-            out = tl.reshape(tl.broadcast_to(sv[:, :, None], (BR, NB, PER)), (BR, COLS))
-        return out
-
-    @triton.jit
-    def _as_dot_operand(bits, DOT_F32: tl.constexpr):
-        """bf16 tensor from bf16 bit patterns (int32); the same value as float32 under the
-        interpreter (whose tl.dot mishandles bf16), exact either way."""
-        if DOT_F32:
-            return (bits << 16).to(tl.float32, bitcast=True)
-        return bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
-
-    @triton.jit
-    def _operand_tile(p_ptr, s_ptr, rows, k0, sp, ss, BR: tl.constexpr, BK: tl.constexpr, BLOCK: tl.constexpr,
-                      ELEM: tl.constexpr, SCALE: tl.constexpr, FUSED: tl.constexpr, DUP: tl.constexpr,
-                      DOT_F32: tl.constexpr):
-        """One BR x BK operand tile (rows ``rows`` (int64), K from k0), bf16 for tl.dot.
-
-        FUSED: packed codes (p_ptr, row stride sp bytes) and scale codes (s_ptr, row stride
-        ss), dequantized here; else a bf16 matrix (row stride sp) loaded straight into the
-        dot (int16 bit patterns under the interpreter).
-        DUP: column c of the tile is K index k0 + 16 (c // 16) + 2 (c % 8) + (c // 8) % 2 (the
-        same 16-element group, permuted); else column c is K index k0 + c.
-        """
-        if FUSED:
-            true = rows >= 0
-            if DUP:
-                c = tl.arange(0, BK)
-                kb = k0 // 2 + (c // 16) * 8 + (c % 8)
-                byte = tl.load(p_ptr + rows[:, None] * sp + kb[None, :]).to(tl.int32)
-                code = (byte >> (((c // 8) % 2) * 4)[None, :]) & 15
-                sv = _tile_scales(s_ptr, rows, k0 // BLOCK, ss, BR, BK, BLOCK, SCALE, true)
-                bits = _bf16_bits(code, sv, ELEM, SCALE)
-            else:
-                kb = k0 // 2 + tl.arange(0, BK // 2)
-                byte = tl.load(p_ptr + rows[:, None] * sp + kb[None, :]).to(tl.int32)
-                sv = _tile_scales(s_ptr, rows, k0 // BLOCK, ss, BR, BK // 2, BLOCK // 2, SCALE, true)
-                lo = _bf16_bits(byte & 15, sv, ELEM, SCALE)
-                hi = _bf16_bits(byte >> 4, sv, ELEM, SCALE)
-                bits = tl.reshape(tl.join(lo, hi), (BR, BK))
-            x = _as_dot_operand(bits, DOT_F32)
-        else:
-            c = tl.arange(0, BK)
-            if DUP:
-                k = k0 + (c // 16) * 16 + 2 * (c % 8) + (c // 8) % 2
-            else:
-                k = k0 + c
-            x = tl.load(p_ptr + rows[:, None] * sp + k[None, :])
-            if DOT_F32:
-                x = _as_dot_operand(x.to(tl.int32) & 0xFFFF, DOT_F32)
-        return x
-
-    @triton.jit
-    def _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM: tl.constexpr,
-                  BN: tl.constexpr, BK: tl.constexpr,
-                  A_FUSED: tl.constexpr, A_ELEM: tl.constexpr, A_SCALE: tl.constexpr, A_BLOCK: tl.constexpr,
-                  B_FUSED: tl.constexpr, B_ELEM: tl.constexpr, B_SCALE: tl.constexpr, B_BLOCK: tl.constexpr,
-                  DUP: tl.constexpr, DOT_F32: tl.constexpr):
-        """acc + A[:, k0:k0+BK] . B[:, k0:k0+BK]^T: one tl.dot (BK / 16 chained MMA steps)."""
-        a = _operand_tile(a_ptr, as_ptr, ra, k0, sam, sas, BM, BK, A_BLOCK, A_ELEM, A_SCALE, A_FUSED, DUP, DOT_F32)
-        b = _operand_tile(b_ptr, bs_ptr, rb, k0, sbn, sbs, BN, BK, B_BLOCK, B_ELEM, B_SCALE, B_FUSED, DUP, DOT_F32)
-        if DOT_F32:
-            acc = tl.dot(a, tl.trans(b), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, tl.trans(b), acc)
-        return acc
-
-    def gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, g_ptr, out_ptr, zero, M, N, K,
-                    sam, sas, sbn, sbs, scm, som,
-                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                    A_FUSED: tl.constexpr, A_ELEM: tl.constexpr, A_SCALE: tl.constexpr, A_BLOCK: tl.constexpr,
-                    B_FUSED: tl.constexpr, B_ELEM: tl.constexpr, B_SCALE: tl.constexpr, B_BLOCK: tl.constexpr,
-                    DUP: tl.constexpr, HAS_C: tl.constexpr, HAS_G: tl.constexpr, OUT_BF16: tl.constexpr,
-                    NAN: tl.constexpr, DOT_F32: tl.constexpr, TAIL: tl.constexpr):
-        """One BM x BN tile of C = A . B^T (+ c), steps 2-5 of the module docstring.
-
-        Grouped tile order (GROUP_M rows of tiles share B tiles in L2). Rows past M / N are
-        read modulo M / N (no masks in the K loop) and not stored. TAIL: K is any multiple of
-        16 (the K % BK rest runs as k = 16 dots after the BK ones, still in ascending K);
-        else K % BK == 0.
-        """
-        pid = tl.program_id(0)
-        num_m = tl.cdiv(M, BM)
-        num_n = tl.cdiv(N, BN)
-        per_group = GROUP_M * num_n
-        first_m = (pid // per_group) * GROUP_M
-        size_m = tl.minimum(num_m - first_m, GROUP_M)
-        pid_m = first_m + (pid % per_group) % size_m
-        pid_n = (pid % per_group) // size_m
-        rm = pid_m * BM + tl.arange(0, BM)
-        rn = pid_n * BN + tl.arange(0, BN)
-        ra = (rm % M).to(tl.int64)
-        rb = (rn % N).to(tl.int64)
-        omask = (rm[:, None] < M) & (rn[None, :] < N)
-        rm64 = rm.to(tl.int64)
-        if HAS_C:
-            acc = tl.load(c_ptr + rm64[:, None] * scm + rn[None, :], mask=omask, other=0.0)
-        else:
-            # +0 from a runtime argument: a constant zero would let Triton drop the
-            # accumulator operand of the first MMA, which the model does not describe
-            acc = tl.full((BM, BN), zero, tl.float32)
-        k_main = K
-        if TAIL:
-            k_main = K - K % BK
-        for k0 in range(0, k_main, BK):
-            acc = _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM, BN, BK,
-                            A_FUSED, A_ELEM, A_SCALE, A_BLOCK, B_FUSED, B_ELEM, B_SCALE, B_BLOCK, DUP, DOT_F32)
-        if TAIL:
-            if BK > 16:
-                for k0 in range(k_main, K, 16):
-                    acc = _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM, BN, 16,
-                                    A_FUSED, A_ELEM, A_SCALE, A_BLOCK, B_FUSED, B_ELEM, B_SCALE, B_BLOCK, DUP,
-                                    DOT_F32)
-        if HAS_G:
-            acc = acc * tl.load(g_ptr)
-        bits = tl.where(acc != acc, NAN, acc.to(tl.int32, bitcast=True))
-        optr = out_ptr + rm64[:, None] * som + rn[None, :]
-        if OUT_BF16:
-            r = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
-            r = tl.where(acc != acc, (NAN >> 16) & 0xFFFF, r)
-            tl.store(optr, r.to(tl.int16), mask=omask)
-        else:
-            tl.store(optr, bits, mask=omask)
-
-    def dequant_bf16_kernel(p_ptr, s_ptr, out_ptr, R, KB, sp, ss, so,
-                            BR: tl.constexpr, BKB: tl.constexpr, BLOCK: tl.constexpr,
-                            ELEM: tl.constexpr, SCALE: tl.constexpr):
-        """bf16(element * scale) of a BR x 2 BKB tile: out (int32 view of the bf16 R x K
-        matrix, row stride so = K / 2 words) gets lo | hi << 16 per packed byte."""
-        rows = tl.program_id(0) * BR + tl.arange(0, BR)
-        kb = tl.program_id(1) * BKB + tl.arange(0, BKB)
-        rmask = rows < R
-        mask = rmask[:, None] & (kb[None, :] < KB)
-        r64 = rows.to(tl.int64)
-        byte = tl.load(p_ptr + r64[:, None] * sp + kb[None, :], mask=mask, other=0).to(tl.int32)
-        sv = _tile_scales(s_ptr, r64, (tl.program_id(1) * BKB * 2) // BLOCK, ss, BR, BKB, BLOCK // 2, SCALE, rmask)
-        lo = _bf16_bits(byte & 15, sv, ELEM, SCALE)
-        hi = _bf16_bits(byte >> 4, sv, ELEM, SCALE)
-        tl.store(out_ptr + r64[:, None] * so + kb[None, :], lo | (hi << 16), mask=mask)
-
-    def _jit_pair(fn, shape_args):
-        """(fn specialised on every int argument, as the tuned configurations want: strides that
-        are multiples of 16 give vector loads; fn with ``shape_args`` -- sizes and strides --
-        as plain runtime ints: one compile for every shape)."""
-        names = list(inspect.signature(fn).parameters)
-        return triton.jit(fn), triton.jit(fn, do_not_specialize=[names.index(a) for a in shape_args])
-
-    gemm_kernel, gemm_kernel_any = _jit_pair(gemm_kernel, ("M", "N", "K", "sam", "sas", "sbn", "sbs", "scm", "som"))
-    dequant_bf16_kernel, dequant_bf16_kernel_any = _jit_pair(dequant_bf16_kernel, ("R", "KB", "sp", "ss", "so"))
-
-    @triton.jit
-    def dot_scaled_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, out_ptr, zero, M, N, K, sam, sas, sbn, sbs, scm, som,
-                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                          HAS_C: tl.constexpr, NAN: tl.constexpr):
-        """Experiment, not claimed: the same GEMM through ``tl.dot_scaled`` (E2M1 x E2M1, E8M0
-        blocks of 32; Triton upcasts to bf16 on Hopper). Compared with the model by the
-        benchmark only."""
-        pid = tl.program_id(0)
-        num_m = tl.cdiv(M, BM)
-        num_n = tl.cdiv(N, BN)
-        per_group = GROUP_M * num_n
-        first_m = (pid // per_group) * GROUP_M
-        size_m = tl.minimum(num_m - first_m, GROUP_M)
-        pid_m = first_m + (pid % per_group) % size_m
-        pid_n = (pid % per_group) // size_m
-        rm = pid_m * BM + tl.arange(0, BM)
-        rn = pid_n * BN + tl.arange(0, BN)
-        ra = (rm % M).to(tl.int64)
-        rb = (rn % N).to(tl.int64)
-        omask = (rm[:, None] < M) & (rn[None, :] < N)
-        rm64 = rm.to(tl.int64)
-        if HAS_C:
-            acc = tl.load(c_ptr + rm64[:, None] * scm + rn[None, :], mask=omask, other=0.0)
-        else:
-            acc = tl.full((BM, BN), zero, tl.float32)
-        kb = tl.arange(0, BK // 2)
-        ks = tl.arange(0, BK // 32)
-        for k0 in range(0, K, BK):
-            a = tl.load(a_ptr + ra[:, None] * sam + (k0 // 2 + kb)[None, :])
-            sa = tl.load(as_ptr + ra[:, None] * sas + (k0 // 32 + ks)[None, :])
-            b = tl.load(b_ptr + rb[None, :] * sbn + (k0 // 2 + kb)[:, None])
-            sb = tl.load(bs_ptr + rb[:, None] * sbs + (k0 // 32 + ks)[None, :])
-            acc = tl.dot_scaled(a, sa, "e2m1", b, sb, "e2m1", acc)
-        bits = tl.where(acc != acc, NAN, acc.to(tl.int32, bitcast=True))
-        tl.store(out_ptr + rm64[:, None] * som + rn[None, :], bits, mask=omask)
-
-
-# =====================================================================================
-# Configurations
-# =====================================================================================
 
 @dataclasses.dataclass(frozen=True)
 class TileConfig:
@@ -432,7 +148,7 @@ class TileConfig:
                 f"g{self.GROUP_M} {self.unpack}" + (" any-shape" if self.any_shape else ""))
 
 
-#: Named configurations swept by ``benchmarks/bench_gpu_gemm.py``.
+#: Named configurations (``benchmarks/bench_gpu_gemm.py`` times them).
 CONFIGS = {
     "prepass-128x256": TileConfig("prepass", 128, 256, 64, 8, 8, 3),
     "prepass-128x256-s4": TileConfig("prepass", 128, 256, 64, 8, 8, 4),
@@ -449,21 +165,13 @@ CONFIGS = {
     "any-64x64": TileConfig("fused", 64, 64, 16, 8, 4, 2, any_shape=True),
     "any-prepass-128x128-k64": TileConfig("prepass", 128, 128, 64, 8, 4, 3, any_shape=True),
 }
-#: The configuration used when none is given.
-DEFAULT_CONFIG = "prepass-128x256"
-#: What :func:`matmul` (``Backend.matmul``) uses when no configuration is given and the GEMM
-#: is small (M N K at most :data:`SMALL_MACS`): one compile per pair of operand formats
-#: whatever the shapes (the conformance rows draw many small shapes, and each compile of the
-#: GEMM kernel takes seconds); one wgmma m64 warpgroup per tile, one k = 16 MMA per dot.
-SMALL_CONFIG = "any-64x64"
-SMALL_MACS = 1 << 24
 
 
 def get_config(config=None, **overrides) -> TileConfig:
     """A :class:`TileConfig`: ``config`` (a name of :data:`CONFIGS`, a TileConfig, or None for
-    :data:`DEFAULT_CONFIG`) with field ``overrides``."""
+    the shipped ``TritonConfig.gemm``) with field ``overrides``."""
     if config is None:
-        config = DEFAULT_CONFIG
+        config = DEFAULT_CONFIG.gemm
     if isinstance(config, str):
         if config not in CONFIGS:
             raise ValueError(f"config: {config!r} is not one of {', '.join(map(repr, CONFIGS))}")
@@ -475,44 +183,6 @@ def get_config(config=None, **overrides) -> TileConfig:
         raise ValueError(f"{unknown[0]}: not a tile configuration field; fields: "
                          f"{', '.join(f.name for f in dataclasses.fields(TileConfig))}")
     return dataclasses.replace(config, **overrides) if overrides else config
-
-
-# =====================================================================================
-# Host side
-# =====================================================================================
-
-def gemm_availability(device=None) -> Availability:
-    """Whether :func:`matmul` computes the ``sm90-bf16`` model on ``device`` (default: CUDA
-    device 0): a CUDA device of compute capability 9.x (Hopper, whose bf16 MMAs the model
-    describes). The interpreter runs the kernels but its dot is numpy's; other GPUs run them
-    with their own (unmodelled or different) MMA arithmetic -- e.g. Ampere's mma fuses two
-    halves of k with F = 24."""
-    if _interpret():
-        return Availability.no("TRITON_INTERPRET=1: the interpreter's tl.dot is a numpy matmul, not the "
-                               "Hopper MMA chain of the sm90-bf16 model")
-    try:
-        import torch
-    except ImportError:
-        return Availability.no("torch is not installed")
-    if triton is None:
-        return Availability.no("triton is not installed")
-    dev = torch.device("cuda" if device is None else device)
-    if dev.type != "cuda" or not torch.cuda.is_available():
-        return Availability.no(f"device {dev}: the sm90-bf16 GEMM needs a CUDA device")
-    if getattr(torch.version, "hip", None):
-        return Availability.no("ROCm device: the sm90-bf16 model is NVIDIA Hopper's")
-    major, minor = torch.cuda.get_device_capability(dev)
-    name = torch.cuda.get_device_name(dev)
-    if major != 9:
-        return Availability.no(f"{name} has compute capability {major}.{minor}; the sm90-bf16 model is Hopper's "
-                               f"(9.x) MMA arithmetic")
-    return Availability.yes(f"{name} (compute capability {major}.{minor}), triton {triton.__version__}")
-
-
-def claimed_accumulators(device=None) -> tuple[str, ...]:
-    """:data:`ACCUMULATORS` where :func:`gemm_availability` holds, else ``()``: what a backend
-    may claim in ``Capabilities.accumulators``."""
-    return ACCUMULATORS if gemm_availability(device) else ()
 
 
 def operand_format(scheme) -> tuple[int, int, int]:
@@ -588,19 +258,17 @@ def dequantize_bf16(packed, scales, scheme, *, rows_per_program: int = 32, bytes
     shape)."""
     import torch
 
+    from .kernels import gemm as gk
+
     elem, scale, block = operand_format(scheme)
     rows, k = _check_packed("x", packed, scales, block, packed.device)
     out = torch.empty((rows, k), dtype=torch.bfloat16, device=packed.device)
     kb = k // 2
     grid = (triton.cdiv(rows, rows_per_program), triton.cdiv(kb, bytes_per_program))
-    kernel = dequant_bf16_kernel_any if any_shape else dequant_bf16_kernel
+    kernel = gk.dequant_bf16_kernel_any if any_shape else gk.dequant_bf16_kernel
     kernel[grid](packed, scales, out.view(torch.int32), rows, kb, packed.stride(0), scales.stride(0), kb,
                  BR=rows_per_program, BKB=bytes_per_program, BLOCK=block, ELEM=elem, SCALE=scale, num_warps=num_warps)
     return out
-
-
-def _pow2_at_most(n: int) -> int:
-    return 1 << (max(int(n), 1).bit_length() - 1)
 
 
 def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=None, out_dtype=None,
@@ -625,6 +293,8 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
         a torch tensor (M, N) of ``out_dtype`` on the operands' device.
     """
     import torch
+
+    from .kernels import gemm as gk
 
     out_dtype = torch.float32 if out_dtype is None else out_dtype
     if out_dtype not in (torch.float32, torch.bfloat16):
@@ -658,7 +328,7 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
             c = torch.zeros((m, n), dtype=torch.float32, device=dev)
         if gt is None:
             gt = torch.ones(1, dtype=torch.float32, device=dev)
-        kernel = gemm_kernel_any
+        kernel = gk.gemm_kernel_any
     else:
         bk = cfg.BK
         while k % bk:
@@ -666,8 +336,8 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
         bm = min(cfg.BM, max(16, triton.next_power_of_2(m)))
         bn = min(cfg.BN, max(16, triton.next_power_of_2(n)))
         warps = cfg.num_warps if (bm, bn) == (cfg.BM, cfg.BN) else min(cfg.num_warps, max(4, bm * bn // 1024))
-        kernel = gemm_kernel
-    interp = _interpret()
+        kernel = gk.gemm_kernel
+    interp = interpret()
     a_fused = cfg.variant in ("fused", "hybrid")
     b_fused = cfg.variant == "fused"
     def bf16_operand(packed, scales, sch):
@@ -692,33 +362,6 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
     return out
 
 
-def matmul_dot_scaled(a_packed, a_scales, b_packed, b_scales, *, c=None, BM=128, BN=128, BK=128, GROUP_M=8,
-                      num_warps=8, num_stages=3):
-    """Experiment (not claimed, not used by :func:`matmul`): MXFP4 x MXFP4 (E2M1, E8M0 blocks
-    of 32) through ``tl.dot_scaled``, float32 out, NaN as 0x7FFFFFFF. The benchmark compares
-    it with the sm90-bf16 model; use :func:`matmul_packed` for bit-exact results."""
-    import torch
-
-    dev = a_packed.device
-    m, k = _check_packed("a", a_packed, a_scales, 32, dev)
-    n, _ = _check_packed("b", b_packed, b_scales, 32, dev)
-    bk = BK
-    while k % bk:
-        bk //= 2
-    if bk < 32:
-        raise ValueError(f"a_packed: K = {k} is not a multiple of 32")
-    bm = min(BM, max(16, triton.next_power_of_2(m)))
-    bn = min(BN, max(16, triton.next_power_of_2(n)))
-    out = torch.empty((m, n), dtype=torch.float32, device=dev)
-    ov = out.view(torch.int32)
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    dot_scaled_kernel[grid](a_packed, a_scales, b_packed, b_scales, ov if c is None else c, ov, 0.0, m, n, k,
-                            a_packed.stride(0), a_scales.stride(0), b_packed.stride(0), b_scales.stride(0),
-                            0 if c is None else c.stride(0), out.stride(0), BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M,
-                            HAS_C=c is not None, NAN=NAN_BITS, num_warps=num_warps, num_stages=num_stages)
-    return out
-
-
 def pack_operand(q, device=None):
     """(packed codes, scale codes, tensor scale or None) of a 2-d QuantizedTensor blocked along
     K, as torch tensors on ``device`` (default: the tensor's own device, or ``"cuda"`` for a
@@ -736,7 +379,7 @@ def pack_operand(q, device=None):
     return packed, qt.scales[:rows].to(torch.uint8).contiguous(), qt.global_scale
 
 
-def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=None, config=None,
+def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=None, config=None, defaults=None,
            **tile_config) -> np.ndarray:
     """``Backend.matmul`` for the triton backend: D = A . B^T (+ c) of two QuantizedTensors
     (numpy or torch), as :func:`fp4spec.matmul` with ``accumulator="sm90-bf16"``, bit for bit.
@@ -748,8 +391,9 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
        (:func:`operand_format`).
     3. Codes are packed (low nibble first) on ``device``, ``g = fp32(gA * gB)``, and
        :func:`matmul_packed` runs: with ``config`` and ``tile_config`` when given, else with
-       :data:`SMALL_CONFIG` for GEMMs of at most :data:`SMALL_MACS` multiply-adds (one
-       compile for every shape) and :data:`DEFAULT_CONFIG` for larger ones.
+       ``defaults.gemm_small`` (:class:`.config.TritonConfig`, None: the shipped one) for
+       GEMMs of at most ``defaults.gemm_small_macs`` multiply-adds (one compile for every
+       shape) and ``defaults.gemm`` for larger ones.
 
     Returns float32 (M, N) numpy (``out_dtype=torch.bfloat16``: the bf16 bits as uint16).
     """
@@ -758,8 +402,8 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     from fp4spec.accumulator_models import check_operands, get_accumulator
 
     model = get_accumulator(accumulator)
-    if model.name not in ACCUMULATORS:
-        raise BackendError(f"accumulator: the triton GEMM implements only {', '.join(map(repr, ACCUMULATORS))} "
+    if model.name not in GEMM_ACCUMULATORS:
+        raise BackendError(f"accumulator: the triton GEMM implements only {', '.join(map(repr, GEMM_ACCUMULATORS))} "
                            f"(Hopper bf16 tensor cores), not {model.name!r}")
     if model != get_accumulator(model.name):
         raise BackendError(f"accumulator: a modified {model.name!r} model is not what the kernel computes")
@@ -778,7 +422,8 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     pb, sb, _ = pack_operand(qb, device)
     ct = None if ops.c is None else torch.from_numpy(np.ascontiguousarray(ops.c)).to(device)
     if config is None and not tile_config:
-        config = SMALL_CONFIG if ops.m * ops.n * ops.k_padded <= SMALL_MACS else DEFAULT_CONFIG
+        d = DEFAULT_CONFIG if defaults is None else defaults
+        config = d.gemm_small if ops.m * ops.n * ops.k_padded <= d.gemm_small_macs else d.gemm
     out = matmul_packed(pa, sa, pb, sb, (qa.scheme, qb.scheme), g=ops.g, c=ct, out_dtype=out_dtype, config=config,
                         **tile_config)
     if out.dtype == torch.bfloat16:
@@ -827,27 +472,6 @@ def bf16_rne_bits(x: np.ndarray, nan_bits: int = NAN_BITS) -> np.ndarray:
     return bf16_rne(x, nan_bits).view(np.uint16)
 
 
-__all__ = [
-    "ACCUMULATORS",
-    "CONFIGS",
-    "DEFAULT_CONFIG",
-    "ELEMENTS",
-    "NAN_BITS",
-    "SCALES",
-    "SCHEMES",
-    "SMALL_CONFIG",
-    "SMALL_MACS",
-    "TileConfig",
-    "bf16_rne_bits",
-    "claimed_accumulators",
-    "dequantize_bf16",
-    "gemm_availability",
-    "get_config",
-    "interpreter_model_dot",
-    "matmul",
-    "matmul_dot_scaled",
-    "matmul_packed",
-    "model_dot",
-    "operand_format",
-    "pack_operand",
-]
+__all__ = ["CONFIGS", "ELEMENTS", "NAN_BITS", "SCALES", "SCHEMES", "TileConfig", "bf16_rne_bits", "dequantize_bf16",
+           "get_config", "interpreter_model_dot", "matmul", "matmul_packed", "model_dot", "operand_format",
+           "pack_operand"]

@@ -4,17 +4,19 @@ The transform ``y_row = x_row . T`` (T = diag(s) . H16 / 4, exact in bf16) is on
 ``tl.dot`` with a float32 accumulator starting at +0, which on Hopper computes the
 ``sm90-bf16`` accumulator model bit for bit (the model of fp4spec's GEMM, measured on the
 H200); the result is rounded to bf16 (RNE) as step M5 says. A butterfly on the CUDA cores
-(``fwht-fp32``) costs about 7 instructions per element; the dot costs almost none.
+(``fwht-fp32``) costs several instructions per element; the dot almost none
+(benchmarks/RESULTS.md).
 
 Kernels:
 
 * :func:`rows_rht_mma_kernel` -- fused RHT + rowwise quantize of a contiguous bf16 tensor
-  (E2M1, 1 x 16 or 1 x 32 blocks, RNE, plain scales; two-level and MX), the tile encoder of
-  ``triton_rows_fast``'s ``tb``. Tensors of whole tiles read their operand by TMA (a tensor
-  descriptor whose box is one tile's operand, :func:`tma_view`: 2-D for plain rows, 5-D for
-  the paired rows of 1 x 32 blocks) in a loop that triton pipelines; others by pointer loads.
-* :func:`rht_mma_kernel` -- the RHT of a logical M x N matrix along N (any strides) written
-  to a float32 tensor: the unfused path (SR, columnwise, other elements, the cuBLAS layout).
+  (E2M1, 1 x 16 or 1 x 32 blocks, RNE, plain scales; two-level and MX), the block encoder of
+  the ``rows_bf16`` kernel. Tensors of whole tiles read their operand by TMA (a tensor
+  descriptor whose box is one tile's operand, :func:`..mma.tma_view`: 2-D for plain rows,
+  5-D for paired rows) in a loop that triton pipelines; others by pointer loads.
+* :func:`rht_mma_apply_kernel` -- the RHT of a logical M x N matrix along N (any strides)
+  written to a float32 tensor: the unfused path (SR, columnwise, other elements, the cuBLAS
+  layout).
 * :func:`rht_mma_amax_kernel` -- max |RHT(x)| of a contiguous tensor (the tensor amax of
   two-level schemes), one pass, no temporary.
 
@@ -24,7 +26,7 @@ columns ``8 i + 2 t + e`` (i = 0..7, e = 0, 1) of its two rows, on Hopper's wgmm
 mma.sync alike. Column ``8 i + 2 t + e`` of the wide matrix B is column ``2 i + e`` of T,
 on the rows of the t-th group of 16 inputs (zeros elsewhere): so each thread ends up with
 the 16 outputs of one RHT row per accumulator row -- whole blocks, with no layout exchange,
-and the block amax, scale and codes stay in the thread (``tb``'s cost). Rows m and m + 8 of
+and the block amax, scale and codes stay in the thread (the ``rows_bf16`` kernel's cost). Rows m and m + 8 of
 a 16-row group (the two rows a thread holds) load 32 consecutive elements per t: the two
 halves of a 1 x 32 block, or two consecutive 1 x 16 blocks, so a thread's codes are 16
 contiguous bytes. The code below states all of this as reshapes and permutes of the logical tensor, so
@@ -38,69 +40,26 @@ equals the model's single k = 16 dot. A non-finite input would spread (Inf * 0 =
 other three RHT rows of its accumulator row; a tile whose wide result holds a NaN therefore
 recomputes its values with one [rows, 16] @ T dot per RHT row (one uniform branch per
 program, rare). Under ``TRITON_INTERPRET=1`` the dots are the model's (``model_dot``, through
-``triton_gemm.interpreter_model_dot``), including the spreading, so the CPU runs the same
+``..gemm.interpreter_model_dot``), including the spreading, so the CPU runs the same
 paths.
 
 The MX encoder on bf16x2 words (GPU only, :func:`_encode_store_bf16x2`). Step M5 rounds
 every value to bf16, and an MX multiplier is a power of two, so the E2M1 grid roundings can
 run in bf16 itself: ``cvt.rn.bf16x2.f32`` makes one word of two values, and the three
-fma-with-magic roundings (``triton_rows_fast._mag_bf16x2``), the 4-way min and the block amax
-run on both halves at once. About 8 instructions per element in the loop instead of 13: MX
-quantize with the RHT at the speed of plain quantize.
+fma-with-magic roundings (``.primitives._mag_bf16x2``), the 4-way min and the block amax
+run on both halves at once. Half the instructions per element of the float32 encoder
+(counts: benchmarks/RESULTS.md).
 """
+
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
-from .triton_backend import _interpret
-from .triton_kernels import _bf16_rne
-from .triton_rows_fast import (_amax2, _bf16x2_pack, _block_scale, _max_halves_f32, _max_u16x2, _mult_b,
-                               _mx_codes_bf16x2, _mx_mults_bf16x2, _needs_exact, _pair_codes, _pair_codes_exact,
-                               _split4)
-
-#: Accumulator models the kernels' bf16 tl.dot computes on each GPU family: Hopper (cc 9.x).
-MMA_ARITHS = {9: "mma:sm90-bf16"}
-#: Fused kernel tile: rows of 64 elements per tile, warps; persistent grid (programs per SM,
-#: pipeline stages of its tile loop).
-FUSED_R, FUSED_WARPS = 64, 4
-FUSED_PERSIST, FUSED_PER_SM, FUSED_STAGES = True, 4, 1
-#: Register cap of the fused kernel (0: the compiler's choice). H200: 128 regs, 4 programs per SM:
-#: 0.288 ms (nvfp4) against 0.415 ms uncapped (145 regs, 3 programs per SM).
-FUSED_MAXNREG = 128
-#: Operand loads by the tensor memory accelerator (a tensor descriptor, :func:`tma_view`) in a
-#: persistent loop that triton pipelines over FUSED_TMA_STAGES buffers. H200 (nvfp4 /
-#: mxfp4): 0.231 / 0.225 ms against 0.262 / 0.224 for the hand-prefetched loop
-#: (benchmarks/RESULTS.md).
-FUSED_TMA = True
-#: Programs per SM and register cap of the TMA grid; its pipeline stages per block size.
-#: H200, five runs (fourth and fifth sessions; 5 programs x 96 registers): nvfp4 0.182-0.186
-#: ms (mean 0.184) at 4 stages, 0.185-0.191 (0.188) at 3 (6 x 80 at 3: 0.182-0.187); mxfp4
-#: (bf16x2 encoder, four runs) 0.164-0.167 at 3 stages, 0.166-0.169 at 4.
-FUSED_TMA_PER_SM, FUSED_TMA_MAXNREG, FUSED_TMA_STAGES = 5, 96, {16: 4, 32: 3}
-#: Operand rows per block size: pairs of accumulator rows hold 32 consecutive elements per
-#: thread (True: a 1 x 32 block in one thread, but the 5-D TMA box gets a 32-byte swizzle and
-#: Triton copies the operand into registers), or plain 64-element rows (False: the 128-byte
-#: swizzle, read by the wgmma in shared memory; a 1 x 32 block spans two threads). H200
-#: (benchmarks/RESULTS.md, fifth session): nvfp4 0.198 (pair) / 0.187 ms (plain); mxfp4 with
-#: the bf16x2 encoder 0.186 / 0.164 ms, without it 0.201 / 0.218 ms.
-FUSED_PAIR = {16: False, 32: False}
-#: The TMA loop's rare-case check: per thread, one reduction per program after the loop
-#: (True), or a tile-wide reduction and branch per tile (False).
-FUSED_DEFER = True
-#: The deferred loop stores each block's codes and scale byte from the thread holding them
-#: (True), or 16-byte rows of codes (False: with plain rows, words exchanged by shuffles).
-FUSED_BLOCK_STORES = True
-#: Paired rows' TMA box as [t, g, h, l, k] (True: its shared-memory image is the operand's
-#: 32-byte-swizzled layout) or [g, h, l, t, k] (False). H200 mxfp4: 0.212 / 0.222 ms.
-FUSED_PAIR_T = True
-#: MX 1 x 32 blocks in the deferred loop: the encoder on bf16x2 words, two elements an
-#: instruction (GPU only: triton_rows_fast.hw_bf16x2). H200 mxfp4: 0.164 ms against 0.201 ms
-#: for the float32 encoder (its best rows, paired).
-FUSED_BF16X2 = True
-#: Unfused kernel tile (logical rows per program) and amax tile (rows of 16 per program).
-APPLY_BM, AMAX_R = 64, 256
+from .primitives import (_amax2, _bf16x2_pack, _block_scale, _max_halves_f32, _max_u16x2, _mult_b, _mx_codes_bf16x2,
+                         _mx_mults_bf16x2, _needs_exact, _pair_codes, _pair_codes_exact, _split4)
+from .row16 import _bf16_rne
 
 
 @triton.jit
@@ -212,7 +171,7 @@ def _wide_vals(a, b, R: tl.constexpr, G: tl.constexpr, INTERP: tl.constexpr, PAI
 def _wide_words(a, b, R: tl.constexpr, PAIR: tl.constexpr = True):
     """[R * 2, 4, 4] int32 (GPU only, 1 x 32 blocks): the bf16 RHT of the operand a as bf16x2
     words, one block per row; word [n, g, r] holds elements 8 g + r (low half) and
-    8 g + r + 4 (high half) of block n, the layout of triton_rows_fast._nibbles_bf16x2.
+    8 g + r + 4 (high half) of block n, the layout of .primitives._nibbles_bf16x2.
     Step M5 is the cvt that makes the words (one per two elements)."""
     y = _dot_bf16(a, b, False)  # [R, 64] float32
     if PAIR:
@@ -235,7 +194,7 @@ def _encode_store_bf16x2(xw, q_ptr, s_ptr, ts_ptr, blk0, NB: tl.constexpr, RULE:
     """:func:`_encode_store` of MX 1 x 32 blocks given as the bf16x2 words of
     :func:`_wide_words` (GPU only; the fast encoder, per-block stores): the block amax by
     max.u16x2 over the sign-clear words, codes and signs two elements an instruction
-    (triton_rows_fast._mx_codes_bf16x2). Same bits as the
+    (.primitives._mx_codes_bf16x2). Same bits as the
     float32 path (a block's values times its power-of-two multiplier are below 8; NaN-scale
     blocks are flagged for the exact encoder, as there)."""
     aw = xw & 0x7FFF7FFF
@@ -294,8 +253,8 @@ def _encode_store(lo, hi, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, blk0, NBL
     """Block amax, scale, codes of the [NB, K/8, 4] pairs (lo, hi) and their stores (EXACT: the
     exact encoder; else the fast one, exact where _needs_exact holds for no block). Returns
     the blocks' :func:`_redo_flags` (SLOW, SPREAD). HW (GPU only): the hardware UE4M3
-    conversion (triton_rows_fast._ue4m3_cvt) and the sign bits by byte permutes
-    (triton_rows_fast._pair_codes)."""
+    conversion (.primitives._ue4m3_cvt) and the sign bits by byte permutes
+    (.primitives._pair_codes)."""
     vmb = _vals_amax(lo, hi)
     scode, mult, nan_scale = _block_scale(vmb, ts_ptr, mult_b, MX, RULE, EMAX, NAN_INF, SCALING, GA, HW)
     mb = mult[:, None, None]
@@ -347,7 +306,7 @@ def _fused_tile(a, x_ptr, b, t_ptr, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter,
                 RULE: tl.constexpr, EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr,
                 SLOW: tl.constexpr, INTERP: tl.constexpr, SPREAD: tl.constexpr, GA: tl.constexpr = False,
                 PAIR: tl.constexpr = True):
-    """One tile (GA: the multiplier gather by inline PTX, triton_rows_fast._load_hidden). Each
+    """One tile (GA: the multiplier gather by inline PTX, .primitives._load_hidden). Each
     branch stores its own results, so no tensor leaves a branch: a value that did would make
     Triton give both branches one layout (a shared-memory round trip of every value on the fast
     path)."""
@@ -392,7 +351,7 @@ def _fast_tile(a, b, q_ptr, s_ptr, ts_ptr, mult_b, half, quarter, tile, NBLK, R:
 
 @triton.jit
 def _tma_operand(x_desc, tile, R: tl.constexpr, PAIR: tl.constexpr, PAIR_T: tl.constexpr):
-    """The tile's [R, 64] operand from its TMA box (:func:`tma_view`). PAIR_T: the paired rows'
+    """The tile's [R, 64] operand from its TMA box (:func:`..mma.tma_view`). PAIR_T: the paired rows'
     box with its column group t outermost ([t, g, h, l, k]), whose shared-memory image is the
     operand's 32-byte-swizzled layout itself (four [R, 16] column groups)."""
     if PAIR_T:
@@ -416,13 +375,12 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
     """Fused RHT (mma, bf16 output) + rowwise E2M1 RNE quantize of a contiguous bf16 tensor.
 
     x_ptr: int16 (bf16 bits), NELEM elements; w_ptr: the wide 64 x 64 matrix, t_ptr: T (16 x
-    16), both int16 bf16 bits (:func:`matrices`); q_ptr: int32 words of codes, K/8 per
-    block; s_ptr: uint8 scale codes; ts_ptr: the constants of triton_backend.quantize_packed.
+    16), both int16 bf16 bits (:func:`..mma.matrices`); q_ptr: int32 words of codes, K/8 per
+    block; s_ptr: uint8 scale codes; ts_ptr: the constants of ..quantize.quantize_packed.
     A tile is R rows of 64 elements (R * 64 / K blocks); from the bf16 words on it is
-    ``triton_rows_fast``'s tile (block scale, fast encoder, exact fallback per tile).
-    half, quarter: 0.5 and 0.25 (triton_rows_fast._mag_y: literals there cost ~2 instructions per
-    element in this kernel).
-    x_desc: with TMA, the tensor descriptor of :func:`tma_view` over x (whole tiles only):
+    the ``rows_bf16`` kernel's tile (block scale, fast encoder, exact fallback per tile).
+    half, quarter: 0.5 and 0.25 (.primitives._mag_y: literals there cost instructions here).
+    x_desc: with TMA, the tensor descriptor of :func:`..mma.tma_view` over x (whole tiles only):
     a program loops over tiles pid, pid + P, ..., and triton pipelines the operand loads over
     STAGES shared-memory buffers (else any value: unused).
     PERSIST: a program loops over tiles pid, pid + P, ... (the wide matrix loaded once; the
@@ -436,14 +394,14 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
     BLOCK_STORES (the deferred loop's fast path): each thread stores its own blocks' codes and
     scale bytes, else 16-byte rows of codes (with plain rows, an exchange of words between
     threads by shuffles). HW_CVT (the deferred loop's fast path): two-level block scales by the
-    hardware UE4M3 conversion (triton_rows_fast._ue4m3_cvt; GPU only). BF16X2 (the deferred
+    hardware UE4M3 conversion (.primitives._ue4m3_cvt; GPU only). BF16X2 (the deferred
     loop's fast path, MX 1 x 32 blocks, GPU only): the encoder on bf16x2 words, two elements
     an instruction (:func:`_encode_store_bf16x2`)."""
     mult_b = _mult_b(ts_ptr, MX)
     b = _load_wide(w_ptr)
     pid = tl.program_id(0)
     if TMA:
-        # the operand by the tensor memory accelerator: a box of x_desc (:func:`tma_view`) is the
+        # the operand by the tensor memory accelerator: a box of x_desc (:func:`..mma.tma_view`) is the
         # [R, 64] operand of :func:`_load_a` (paired rows: the 5-D box [g, h, l, t, k] for row
         # m = 16 g + 8 h + l, column 16 t + k); triton pipelines the loads over STAGES buffers
         if DEFER:
@@ -486,8 +444,8 @@ def rows_rht_mma_kernel(x_ptr, x_desc, w_ptr, t_ptr, q_ptr, s_ptr, ts_ptr, NELEM
 
 
 @triton.jit
-def rht_mma_kernel(x_ptr, t_ptr, y_ptr, M, sxm, sxn, sym, syn, BM: tl.constexpr, OUT_BF16: tl.constexpr,
-                   INTERP: tl.constexpr):
+def rht_mma_apply_kernel(x_ptr, t_ptr, y_ptr, M, sxm, sxn, sym, syn, BM: tl.constexpr, OUT_BF16: tl.constexpr,
+                         INTERP: tl.constexpr):
     """y[m, n] = RHT(x)[m, n] (float32 holding the bf16-rounded values) of the logical matrix
     x[m, n] = x_ptr[m * sxm + n * sxn] (int16 bf16 bits) along n; a program takes BM logical
     rows of one RHT row (program_id(1))."""
@@ -511,274 +469,3 @@ def rht_mma_amax_kernel(x_ptr, t_ptr, out_ptr, NROW, R: tl.constexpr, OUT_BF16: 
     y = _out(_dot_bf16(xb, _load_t16(t_ptr), INTERP), OUT_BF16, INTERP)
     m = tl.max(tl.max(y.to(tl.int32, bitcast=True) & 0x7FFFFFFF, axis=1), axis=0)
     tl.atomic_max(out_ptr, m)
-
-
-# ---------------------------------------------------------------------------------------------
-# Host side
-# ---------------------------------------------------------------------------------------------
-
-
-def t_matrix_bits(signs):
-    """T = diag(s) . H16 / 4 (:func:`fp4spec.rht.mma_transform_matrix`, step M3) as uint16
-    bf16 bit patterns (numpy, 16 x 16): +-0.25 exactly."""
-    import numpy as np
-
-    from fp4spec.rht import mma_transform_matrix
-
-    return (mma_transform_matrix(16, signs).view(np.uint32) >> 16).astype(np.uint16)
-
-
-def wide_matrix_bits(signs):
-    """The wide 64 x 64 matrix of the fused kernel (uint16 bf16 bits): W[16 t + k, 8 i + 2 t + e]
-    = T[k, 2 i + e] for t = 0..3, +0 elsewhere."""
-    import numpy as np
-
-    t16 = t_matrix_bits(signs)
-    w = np.zeros((64, 64), dtype=np.uint16)
-    for t in range(4):
-        for i in range(8):
-            for e in range(2):
-                w[16 * t:16 * t + 16, 8 * i + 2 * t + e] = t16[:, 2 * i + e]
-    return w
-
-
-_MATS: dict = {}
-
-
-def matrices(signs, device):
-    """(wide, T) as int16 torch tensors on ``device``, cached per sign vector and device."""
-    import torch
-
-    key = (tuple(int(s) for s in signs), str(device))
-    if key not in _MATS:
-        w = torch.from_numpy(wide_matrix_bits(signs).view("int16").copy()).to(device)
-        t = torch.from_numpy(t_matrix_bits(signs).view("int16").copy()).to(device)
-        _MATS[key] = (w, t)
-    return _MATS[key]
-
-
-def mma_arith(device=None):
-    """The ``arith`` the kernels' bf16 dot computes on ``device`` (default: CUDA device 0):
-    ``"mma:sm90-bf16"`` on Hopper (compute capability 9.x) and in the interpreter (its dots
-    run the model, :func:`triton_gemm.interpreter_model_dot`); None elsewhere (other GPUs'
-    MMAs round differently: Ampere fuses two halves of k, Blackwell is not measured)."""
-    if _interpret():
-        return MMA_ARITHS[9]
-    try:
-        import torch
-    except ImportError:  # pragma: no cover
-        return None
-    dev = torch.device("cuda" if device is None else device)
-    if dev.type != "cuda" or not torch.cuda.is_available():
-        return None
-    return MMA_ARITHS.get(torch.cuda.get_device_capability(dev)[0])
-
-
-def _model_dots(arith):
-    """The context in which the kernels run: the interpreter's dots become the model's."""
-    import contextlib
-
-    if not _interpret():
-        return contextlib.nullcontext()
-    from .triton_gemm import interpreter_model_dot
-
-    return interpreter_model_dot(arith.split(":", 1)[1])
-
-
-def as_bf16(x):
-    """x as a bf16 torch tensor: itself, or a float16/float32 tensor whose every value is a
-    bf16 value (step M1), else ValueError."""
-    import torch
-
-    if x.dtype == torch.bfloat16:
-        return x
-    if x.dtype not in (torch.float16, torch.float32):
-        raise ValueError(f"x: bfloat16 (or float16/float32 holding bfloat16 values), not {x.dtype}")
-    xb = x.to(torch.bfloat16)
-    same = (xb.to(x.dtype) == x) | torch.isnan(x)
-    if not bool(same.all()):
-        raise ValueError("x: the mma RHT's operand is bfloat16 (fp4spec.rht step M1), and x holds values that are "
-                         "not bfloat16 values; round x to bfloat16 first or use arith='fwht-fp32'")
-    return xb
-
-
-def rht_apply(x2, M, N, sxm, sxn, r):
-    """The mma RHT of the logical M x N matrix along N (x2 bf16, logical x[m, n] =
-    x2[m * sxm + n * sxn]) as a float32 tensor of x2's shape and stride order."""
-    import torch
-
-    from .triton_backend import like_matrix
-
-    y2, sym, syn = like_matrix(x2, sxm, sxn)
-    _, t = matrices(r.signs, x2.device)
-    if M and N:
-        with _model_dots(r.arith):
-            rht_mma_kernel[(triton.cdiv(M, APPLY_BM), N // 16)](
-                x2.view(torch.int16), t, y2, M, sxm, sxn, sym, syn, BM=APPLY_BM, OUT_BF16=r.out_dtype == "bfloat16",
-                INTERP=_interpret(), num_warps=4)
-    return y2
-
-
-def rht_amax(x2, r):
-    """float32 0-d tensor: max |RHT(x)| of a contiguous bf16 tensor (NaN if any NaN)."""
-    import torch
-
-    out = torch.zeros(1, dtype=torch.int32, device=x2.device)
-    nrow = x2.numel() // 16
-    _, t = matrices(r.signs, x2.device)
-    if nrow:
-        with _model_dots(r.arith):
-            rht_mma_amax_kernel[(triton.cdiv(nrow, AMAX_R),)](
-                x2.view(torch.int16), t, out, nrow, R=AMAX_R, OUT_BF16=r.out_dtype == "bfloat16",
-                INTERP=_interpret(), num_warps=4)
-    return out.view(torch.float32)[0]
-
-
-def fused_ok(sch, rounding, scale_layout, rowwise, out_bf16=True) -> bool:
-    """Whether :func:`rows_rht_mma_kernel` takes the request (else the unfused path)."""
-    return (rowwise and out_bf16 and sch.element.name == "e2m1" and sch.structure in ("mx", "two_level") and not sch.is_2d
-            and sch.block_size in (16, 32) and rounding == "rne" and scale_layout == "plain")
-
-
-def quantize_packed_mma(x, sch, r, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, s_enc_dec=None, seed=None,
-                        scale_layout="plain", BM=None, BN=None, num_warps=None, variant=None):
-    """:func:`triton_backend.quantize_packed` for an ``"mma:..."`` RHT ``r`` (same arguments
-    and result). Fused (:func:`rows_rht_mma_kernel`) for rowwise E2M1 RNE 1 x 16 / 1 x 32
-    blocks with plain scales; otherwise the transform goes to a float32 temporary
-    (:func:`rht_apply`) that the other kernels quantize (``variant="unfused"`` forces it)."""
-    import torch
-
-    from . import triton_backend as trb
-    from . import torch_backend as tb
-
-    if variant not in (None, "rows", "unfused"):
-        raise ValueError(f"variant: {variant!r} with an mma rht: None, 'rows' or 'unfused'")
-    if r.size != 16:
-        raise NotImplementedError(f"rht: size {r.size} (triton mma kernels: 16)")
-    x = as_bf16(tb.as_torch(x))
-    x2, M, N, sxm, sxn = trb._as_matrix(x, axis)
-    K = sch.block_size
-    if N % K or M % sch.tile_rows:
-        raise ValueError(f"x: the {M} x {N} matrix is not a whole number of {sch.block_shape} blocks")
-    if N % 16:
-        raise ValueError(f"x: length {N} along the quantized axis is not a multiple of 16 (the RHT size)")
-    rowwise = sxn == 1 and sxm == N
-    if variant == "rows" and not fused_ok(sch, rounding, scale_layout, rowwise, r.out_dtype == "bfloat16"):
-        raise NotImplementedError("variant='rows' with an mma rht: rowwise, E2M1 1 x 16 or 1 x 32 blocks, RNE, "
-                                  "plain scales")
-    if variant == "unfused" or not fused_ok(sch, rounding, scale_layout, rowwise, r.out_dtype == "bfloat16"):
-        y2 = rht_apply(x2, M, N, sxm, sxn, r)
-        rb = None if rbits is None else tb.as_torch(rbits, x.device).expand(x.shape).reshape(x2.shape)
-        last = x.dim() == 1 or axis % x.dim() == x.dim() - 1
-        return trb.quantize_packed(y2, sch, axis=-1 if last else 0, rounding=rounding, rbits=rb, sr_bits=sr_bits,
-                                   s_enc_dec=s_enc_dec, seed=seed, scale_layout=scale_layout, BM=BM, BN=BN,
-                                   num_warps=num_warps)
-    if rounding != "rne" or rbits is not None or seed is not None:
-        raise ValueError("rbits, seed: only used with rounding='sr'")
-    dev = x.device
-    g = None
-    if sch.structure == "two_level":
-        amax = rht_amax(x2, r) if s_enc_dec is None else None
-        ts = trb.two_level_consts(sch, dev, amax=amax, s_enc_dec=s_enc_dec)
-        g = ts[1]
-    else:
-        ts = trb.mx_consts(sch, dev)
-    packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
-    scales = torch.empty((M, N // K), dtype=torch.uint8, device=dev)
-    launch = fused_launcher(x2, packed, scales, ts, sch, r, R=BM, num_warps=num_warps)
-    launch()
-    return {"packed": packed, "scales": scales, "global_scale": g, "scheme": sch}
-
-
-def _has_tensor_descriptors():
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401  (triton >= 3.3)
-    except ImportError:  # pragma: no cover
-        return False
-    return True
-
-
-def tma_view(x16, R, pair=True, tmajor=False):
-    """The tensor descriptor of the fused kernel's TMA loads over the contiguous 16-bit tensor
-    x16 (R * 64 | numel; bf16 on a GPU, whose dot then reads the box in shared memory
-    itself; int16 in the interpreter), one box per tile's operand of :func:`_load_a`. pair:
-    the 5-D view [g, h, l, t, k] of element ``1024 g + 128 l + 32 t + 16 h + k`` (strides 1024,
-    16, 128, 32, 1 elements: 16-byte multiples, not monotonic, which the TMA allows) in boxes
-    of [R / 16, 2, 8, 4, 16]; tmajor: the same view as [t, g, h, l, k] (strides 32, 1024, 16,
-    128, 1) in boxes of [4, R / 16, 2, 8, 16]; else the [numel / 64, 64] matrix in [R, 64]
-    boxes."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    if not pair:  # plain rows: the [numel / 64, 64] matrix in [R, 64] boxes
-        return TensorDescriptor(x16, [x16.numel() // 64, 64], [64, 1], [R, 64])
-    if tmajor:
-        return TensorDescriptor(x16, [4, x16.numel() // 1024, 2, 8, 16], [32, 1024, 16, 128, 1], [4, R // 16, 2, 8, 16])
-    return TensorDescriptor(x16, [x16.numel() // 1024, 2, 8, 4, 16], [1024, 16, 128, 32, 1], [R // 16, 2, 8, 4, 16])
-
-
-def fused_launcher(x2, packed, scales, ts, sch, r, *, R=None, num_warps=None, exact_fallback=True, persist=None,
-                   programs_per_sm=None, stages=None, maxnreg=None, tma=None, pair=None, defer=None,
-                   block_stores=None, hw_cvt=None, pair_t=None, bf16x2=None):
-    """A function that runs :func:`rows_rht_mma_kernel` on given buffers (benchmarks: the
-    kernel alone) and returns triton's compiled kernel (None for an empty tensor). tma: load
-    the operand by the tensor memory accelerator (default FUSED_TMA; tensors of whole tiles
-    only); pair: paired operand rows (default FUSED_PAIR[block size]); defer: the TMA loop's
-    rare-case check once per program (default FUSED_DEFER); block_stores: per-block stores in
-    the deferred loop (default FUSED_BLOCK_STORES); hw_cvt: the hardware UE4M3 conversion there (default
-    triton_rows_fast.hw_e4m3; it also gathers sign bits by byte permutes); pair_t: paired
-    rows' TMA box with the column group outermost (default FUSED_PAIR_T); bf16x2: MX 1 x 32
-    blocks encoded on bf16x2 words in the deferred loop (default FUSED_BF16X2 where
-    triton_rows_fast.hw_bf16x2; never in the interpreter)."""
-    import torch
-
-    from .triton_rows_fast import _sm_count, hw_bf16x2, hw_e4m3, rows_flags
-
-    K = sch.block_size
-    nel = x2.numel()
-    R = R or FUSED_R
-    if R % 16 or R & (R - 1):
-        raise ValueError(f"BM: {R} rows of 64 elements per program is not a power of two >= 16")
-    w, t = matrices(r.signs, x2.device)
-    flags = rows_flags(sch)
-    pair = FUSED_PAIR[K] if pair is None else pair
-    flags.update(R=R, K=K, EVEN=nel % (R * 64) == 0, SLOW=bool(exact_fallback), INTERP=_interpret(), PAIR=bool(pair),
-                 num_warps=num_warps or FUSED_WARPS)
-    ntiles = triton.cdiv(nel, R * 64)
-    persist = FUSED_PERSIST if persist is None else persist
-    x16 = x2.view(torch.int16)
-    tma = (FUSED_TMA if tma is None else tma) and nel % (R * 64) == 0 and nel > 0 and x16.data_ptr() % 16 == 0
-    tma = tma and _has_tensor_descriptors()
-    sms = _sm_count(x2.device)
-    if tma:
-        grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_TMA_PER_SM))),)
-        flags.update(TMA=True, STAGES=stages or FUSED_TMA_STAGES[K], DEFER=FUSED_DEFER if defer is None else bool(defer),
-                     BLOCK_STORES=FUSED_BLOCK_STORES if block_stores is None else bool(block_stores),
-                     HW_CVT=hw_e4m3(x2.device) if hw_cvt is None else bool(hw_cvt))
-        flags["PAIR_T"] = bool(pair) and (FUSED_PAIR_T if pair_t is None else bool(pair_t))
-        bf16x2 = (FUSED_BF16X2 and hw_bf16x2(x2.device)) if bf16x2 is None else bool(bf16x2)
-        flags["BF16X2"] = bf16x2 and flags["MX"] and K == 32 and flags["DEFER"] and not _interpret()
-    elif persist:
-        grid = (max(1, min(ntiles, sms * (programs_per_sm or FUSED_PER_SM))),)
-        flags.update(PERSIST=True, STAGES=stages or FUSED_STAGES)
-    else:
-        grid = (ntiles,)
-    maxnreg = (FUSED_TMA_MAXNREG if tma else FUSED_MAXNREG) if maxnreg is None else maxnreg
-    if maxnreg and not _interpret():
-        flags["maxnreg"] = maxnreg
-    # on a GPU the box is bf16: the dot reads it from shared memory (an int16 box would be
-    # bitcast in registers first); the interpreter's dots take the int16 bits
-    xd = tma_view(x16 if _interpret() else x2, R, pair, flags["PAIR_T"]) if tma else x16
-    args = (x16, xd, w, t, packed.view(torch.int32), scales, ts, nel, nel // K, ntiles, 0.5, 0.25)
-
-    def launch():
-        if nel:
-            with _model_dots(r.arith):
-                return rows_rht_mma_kernel[grid](*args, **flags)
-
-    return launch
-
-
-__all__ = ["APPLY_BM", "AMAX_R", "FUSED_PAIR", "FUSED_R", "FUSED_TMA", "FUSED_WARPS", "MMA_ARITHS", "as_bf16",
-           "fused_launcher", "fused_ok", "matrices", "mma_arith", "quantize_packed_mma", "rht_amax", "rht_apply",
-           "rht_mma_amax_kernel", "rht_mma_kernel", "rows_rht_mma_kernel", "t_matrix_bits", "tma_view",
-           "wide_matrix_bits"]

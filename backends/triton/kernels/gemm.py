@@ -1,0 +1,250 @@
+"""Kernels of the block-scaled GEMM under the ``sm90-bf16`` accumulator model: the exact bf16
+dequantization of packed operands (in the K loop, or as a prepass) and the bf16 ``tl.dot`` chain
+into a float32 accumulator. The normative algorithm (steps 1-5) and why it is bit-exact:
+:mod:`..gemm`.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _element(code, ELEM: tl.constexpr):
+    """float32 values of 4-bit element codes (int32 0..15), exact, -0 kept.
+
+    e2m1 (ELEM 0) and e1m2 (1) are read as float32 bit patterns: the magnitude bits put in
+    the low exponent bit(s) and the top mantissa bit(s) (e2m1: bits 24..22, e1m2: bits
+    23..21), the sign in bit 31, then multiplied by 2^126 (e2m1) or 2^127 (e1m2). A code
+    with a zero exponent field is a float32 subnormal pattern, and the multiplication by
+    the power of two is exact (e2m1 m = 1: 2^-127 * 2^126 = 0.5) as long as the multiply
+    does not flush subnormals (Triton emits no .ftz for it; the exhaustive dequantization
+    test would show it). int4_sym (2): (code ^ 8) = value + 8, made float by the 2^23 trick
+    ((u | 0x4B000000) - (2^23 + 8)).
+    """
+    if ELEM == 0:
+        v = (((code & 8) << 28) | ((code & 7) << 22)).to(tl.float32, bitcast=True) * 8.507059173023462e37
+    elif ELEM == 1:
+        v = (((code & 8) << 28) | ((code & 7) << 21)).to(tl.float32, bitcast=True) * 1.7014118346046923e38
+    else:
+        v = ((code ^ 8) | 0x4B000000).to(tl.float32, bitcast=True) - 8388616.0
+    return v
+
+
+@triton.jit
+def _scale_operand(s, SCALE: tl.constexpr):
+    """What the dequantization multiplies by, per scale code s (int32): UE4M3 (SCALE 1): its
+    float32 value (exact; bit 7 ignored; 0x7F -> NaN); E8M0 (SCALE 0): s itself (the
+    exponent is added as an integer)."""
+    if SCALE == 1:
+        s = s & 0x7F
+        e = s >> 3
+        m = s & 7
+        normal = ((e + 120) << 23 | (m << 20)).to(tl.float32, bitcast=True)
+        sub = ((m | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0) * 0.001953125
+        v = tl.where(e == 0, sub, normal)
+        v = tl.where(s == 0x7F, float("nan"), v)
+    else:
+        v = s
+    return v
+
+
+@triton.jit
+def _bf16_bits(code, sv, ELEM: tl.constexpr, SCALE: tl.constexpr):
+    """bf16 bit patterns (int32 in 0..0xFFFF) of element * block scale, as the sm90-bf16
+    model's operands: exact products, +-Inf on overflow, NaN for a NaN scale code
+    (``sv`` from :func:`_scale_operand`).
+
+    UE4M3 (SCALE 1): one float32 multiplication, exact and normal (|product| >= 2^-10,
+    at most 8 significant bits), so its upper 16 bits are the bf16 value. E8M0 (SCALE 0):
+    the bf16 exponent of the element plus s - 127, integers only: >= 255 is +-Inf, <= 0 a
+    bf16 subnormal (the significand shifted right by at most 2, which drops no bit of these
+    elements); a zero element stays a signed zero.
+    """
+    v = _element(code, ELEM)
+    if SCALE == 1:
+        r = ((v * sv).to(tl.int32, bitcast=True) >> 16) & 0xFFFF
+    else:
+        b = (v.to(tl.int32, bitcast=True) >> 16) & 0xFFFF
+        mag = b & 0x7FFF
+        e = (mag >> 7) + sv - 127
+        normal = (e << 7) | (mag & 0x7F)
+        sub = (0x80 | (mag & 0x7F)) >> tl.minimum(tl.maximum(1 - e, 0), 15)
+        r = tl.where(e >= 255, 0x7F80, tl.where(e >= 1, normal, sub))
+        r = tl.where(mag == 0, 0, r) | (b & 0x8000)
+        r = tl.where(sv == 255, 0x7FC0, r)
+    return r
+
+
+@triton.jit
+def _tile_scales(s_ptr, rows, first, ss, BR: tl.constexpr, COLS: tl.constexpr, PER: tl.constexpr,
+                 SCALE: tl.constexpr, mask):
+    """The scale operands of a BR x COLS tile whose columns share one scale per PER
+    consecutive columns (scale index ``first`` at column 0): loaded and decoded once per
+    block, then broadcast (shape (BR, COLS), or (BR, 1) when one block covers the tile)."""
+    if PER >= COLS:
+        s = tl.load(s_ptr + rows * ss + first, mask=mask, other=0).to(tl.int32)
+        out = _scale_operand(s, SCALE)[:, None]
+    else:
+        NB: tl.constexpr = COLS // PER
+        s = tl.load(s_ptr + rows[:, None] * ss + (first + tl.arange(0, NB))[None, :], mask=mask[:, None],
+                    other=0)
+        sv = _scale_operand(s.to(tl.int32), SCALE)
+        out = tl.reshape(tl.broadcast_to(sv[:, :, None], (BR, NB, PER)), (BR, COLS))
+    return out
+
+
+@triton.jit
+def _as_dot_operand(bits, DOT_F32: tl.constexpr):
+    """bf16 tensor from bf16 bit patterns (int32); the same value as float32 under the
+    interpreter (whose tl.dot mishandles bf16), exact either way."""
+    if DOT_F32:
+        return (bits << 16).to(tl.float32, bitcast=True)
+    return bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def _operand_tile(p_ptr, s_ptr, rows, k0, sp, ss, BR: tl.constexpr, BK: tl.constexpr, BLOCK: tl.constexpr,
+                  ELEM: tl.constexpr, SCALE: tl.constexpr, FUSED: tl.constexpr, DUP: tl.constexpr,
+                  DOT_F32: tl.constexpr):
+    """One BR x BK operand tile (rows ``rows`` (int64), K from k0), bf16 for tl.dot.
+
+    FUSED: packed codes (p_ptr, row stride sp bytes) and scale codes (s_ptr, row stride
+    ss), dequantized here; else a bf16 matrix (row stride sp) loaded straight into the
+    dot (int16 bit patterns under the interpreter).
+    DUP: column c of the tile is K index k0 + 16 (c // 16) + 2 (c % 8) + (c // 8) % 2 (the
+    same 16-element group, permuted); else column c is K index k0 + c.
+    """
+    if FUSED:
+        true = rows >= 0
+        if DUP:
+            c = tl.arange(0, BK)
+            kb = k0 // 2 + (c // 16) * 8 + (c % 8)
+            byte = tl.load(p_ptr + rows[:, None] * sp + kb[None, :]).to(tl.int32)
+            code = (byte >> (((c // 8) % 2) * 4)[None, :]) & 15
+            sv = _tile_scales(s_ptr, rows, k0 // BLOCK, ss, BR, BK, BLOCK, SCALE, true)
+            bits = _bf16_bits(code, sv, ELEM, SCALE)
+        else:
+            kb = k0 // 2 + tl.arange(0, BK // 2)
+            byte = tl.load(p_ptr + rows[:, None] * sp + kb[None, :]).to(tl.int32)
+            sv = _tile_scales(s_ptr, rows, k0 // BLOCK, ss, BR, BK // 2, BLOCK // 2, SCALE, true)
+            lo = _bf16_bits(byte & 15, sv, ELEM, SCALE)
+            hi = _bf16_bits(byte >> 4, sv, ELEM, SCALE)
+            bits = tl.reshape(tl.join(lo, hi), (BR, BK))
+        x = _as_dot_operand(bits, DOT_F32)
+    else:
+        c = tl.arange(0, BK)
+        if DUP:
+            k = k0 + (c // 16) * 16 + 2 * (c % 8) + (c // 8) % 2
+        else:
+            k = k0 + c
+        x = tl.load(p_ptr + rows[:, None] * sp + k[None, :])
+        if DOT_F32:
+            x = _as_dot_operand(x.to(tl.int32) & 0xFFFF, DOT_F32)
+    return x
+
+
+@triton.jit
+def _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM: tl.constexpr,
+              BN: tl.constexpr, BK: tl.constexpr,
+              A_FUSED: tl.constexpr, A_ELEM: tl.constexpr, A_SCALE: tl.constexpr, A_BLOCK: tl.constexpr,
+              B_FUSED: tl.constexpr, B_ELEM: tl.constexpr, B_SCALE: tl.constexpr, B_BLOCK: tl.constexpr,
+              DUP: tl.constexpr, DOT_F32: tl.constexpr):
+    """acc + A[:, k0:k0+BK] . B[:, k0:k0+BK]^T: one tl.dot (BK / 16 chained MMA steps)."""
+    a = _operand_tile(a_ptr, as_ptr, ra, k0, sam, sas, BM, BK, A_BLOCK, A_ELEM, A_SCALE, A_FUSED, DUP, DOT_F32)
+    b = _operand_tile(b_ptr, bs_ptr, rb, k0, sbn, sbs, BN, BK, B_BLOCK, B_ELEM, B_SCALE, B_FUSED, DUP, DOT_F32)
+    if DOT_F32:
+        acc = tl.dot(a, tl.trans(b), acc, input_precision="ieee")
+    else:
+        acc = tl.dot(a, tl.trans(b), acc)
+    return acc
+
+
+def gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, g_ptr, out_ptr, zero, M, N, K,
+                sam, sas, sbn, sbs, scm, som,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                A_FUSED: tl.constexpr, A_ELEM: tl.constexpr, A_SCALE: tl.constexpr, A_BLOCK: tl.constexpr,
+                B_FUSED: tl.constexpr, B_ELEM: tl.constexpr, B_SCALE: tl.constexpr, B_BLOCK: tl.constexpr,
+                DUP: tl.constexpr, HAS_C: tl.constexpr, HAS_G: tl.constexpr, OUT_BF16: tl.constexpr,
+                NAN: tl.constexpr, DOT_F32: tl.constexpr, TAIL: tl.constexpr):
+    """One BM x BN tile of C = A . B^T (+ c), steps 2-5 of :mod:`..gemm`'s docstring.
+
+    Grouped tile order (GROUP_M rows of tiles share B tiles in L2). Rows past M / N are
+    read modulo M / N (no masks in the K loop) and not stored. TAIL: K is any multiple of
+    16 (the K % BK rest runs as k = 16 dots after the BK ones, still in ascending K);
+    else K % BK == 0.
+    """
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    per_group = GROUP_M * num_n
+    first_m = (pid // per_group) * GROUP_M
+    size_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % size_m
+    pid_n = (pid % per_group) // size_m
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    ra = (rm % M).to(tl.int64)
+    rb = (rn % N).to(tl.int64)
+    omask = (rm[:, None] < M) & (rn[None, :] < N)
+    rm64 = rm.to(tl.int64)
+    if HAS_C:
+        acc = tl.load(c_ptr + rm64[:, None] * scm + rn[None, :], mask=omask, other=0.0)
+    else:
+        # +0 from a runtime argument: a constant zero would let Triton drop the
+        # accumulator operand of the first MMA, which the model does not describe
+        acc = tl.full((BM, BN), zero, tl.float32)
+    k_main = K
+    if TAIL:
+        k_main = K - K % BK
+    for k0 in range(0, k_main, BK):
+        acc = _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM, BN, BK,
+                        A_FUSED, A_ELEM, A_SCALE, A_BLOCK, B_FUSED, B_ELEM, B_SCALE, B_BLOCK, DUP, DOT_F32)
+    if TAIL:
+        if BK > 16:
+            for k0 in range(k_main, K, 16):
+                acc = _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM, BN, 16,
+                                A_FUSED, A_ELEM, A_SCALE, A_BLOCK, B_FUSED, B_ELEM, B_SCALE, B_BLOCK, DUP,
+                                DOT_F32)
+    if HAS_G:
+        acc = acc * tl.load(g_ptr)
+    bits = tl.where(acc != acc, NAN, acc.to(tl.int32, bitcast=True))
+    optr = out_ptr + rm64[:, None] * som + rn[None, :]
+    if OUT_BF16:
+        r = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+        r = tl.where(acc != acc, (NAN >> 16) & 0xFFFF, r)
+        tl.store(optr, r.to(tl.int16), mask=omask)
+    else:
+        tl.store(optr, bits, mask=omask)
+
+
+def dequant_bf16_kernel(p_ptr, s_ptr, out_ptr, R, KB, sp, ss, so,
+                        BR: tl.constexpr, BKB: tl.constexpr, BLOCK: tl.constexpr,
+                        ELEM: tl.constexpr, SCALE: tl.constexpr):
+    """bf16(element * scale) of a BR x 2 BKB tile: out (int32 view of the bf16 R x K
+    matrix, row stride so = K / 2 words) gets lo | hi << 16 per packed byte."""
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    kb = tl.program_id(1) * BKB + tl.arange(0, BKB)
+    rmask = rows < R
+    mask = rmask[:, None] & (kb[None, :] < KB)
+    r64 = rows.to(tl.int64)
+    byte = tl.load(p_ptr + r64[:, None] * sp + kb[None, :], mask=mask, other=0).to(tl.int32)
+    sv = _tile_scales(s_ptr, r64, (tl.program_id(1) * BKB * 2) // BLOCK, ss, BR, BKB, BLOCK // 2, SCALE, rmask)
+    lo = _bf16_bits(byte & 15, sv, ELEM, SCALE)
+    hi = _bf16_bits(byte >> 4, sv, ELEM, SCALE)
+    tl.store(out_ptr + r64[:, None] * so + kb[None, :], lo | (hi << 16), mask=mask)
+
+
+def _jit_pair(fn, shape_args):
+    """(fn specialised on every int argument, as the tuned configurations want: strides that
+    are multiples of 16 give vector loads; fn with ``shape_args`` -- sizes and strides --
+    as plain runtime ints: one compile for every shape)."""
+    names = list(inspect.signature(fn).parameters)
+    return triton.jit(fn), triton.jit(fn, do_not_specialize=[names.index(a) for a in shape_args])
+
+
+gemm_kernel, gemm_kernel_any = _jit_pair(gemm_kernel, ("M", "N", "K", "sam", "sas", "sbn", "sbs", "scm", "som"))
+dequant_bf16_kernel, dequant_bf16_kernel_any = _jit_pair(dequant_bf16_kernel, ("R", "KB", "sp", "ss", "so"))

@@ -1,0 +1,367 @@
+"""quantize_packed and dequantize_packed: torch tensors in, packed codes and scale codes out, on
+the tensor's device.
+
+:func:`quantize_packed` resolves the request once into a :class:`.launch.Plan`, picks a
+variant (the caller's, or :func:`default_variant`), checks that the variant takes the plan,
+computes the call's float32 constants (for two-level schemes after the tensor amax pass), and
+runs the variant's launcher. :data:`VARIANTS` is the table:
+
+========== ===============================================================================
+rows_bf16  rowwise bf16, E2M1 1 x 16 / 1 x 32, RNE, plain scales: one block per thread, the
+           fast encoder (the default where it applies)
+rows       rowwise, 1 x k blocks (k a multiple of 16), any element and rounding; with
+           ``rht=`` the butterfly fused (1 x 16 / 1 x 32)
+rows_split rowwise bf16, E2M1, RNE: a block split over a few threads
+cols       columnwise (axis 0 of a 2-D tensor), 1 x 16 / 1 x 32: a block per thread down a
+           column; with ``rht=`` the butterfly fused
+cols_tile  columnwise, 1 x k blocks (k a multiple of 16): a tile of K rows per band
+tile       any 1 x k block or 16 x k tile, any strides: a 2-D tile per program
+unfused    ``rht=`` of other shapes: the transform into a float32 temporary, then the above
+========== ===============================================================================
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+import triton
+
+from fp4spec import philox as _philox
+from fp4spec.block_schemes import Scheme
+from fp4spec.rht import MMA_PREFIX
+
+from .. import torch_backend as tb
+from ..base import resolve_scheme
+from . import capability, launch
+from .config import resolve_config
+from .kernels import rowwise, tile
+from .launch import Plan, as_matrix, global_amax, rht_global_amax, tables
+
+
+# -- the variants ---------------------------------------------------------------------------------------
+
+
+def _no(msg):
+    raise NotImplementedError(msg)
+
+
+def _check_rows_bf16(p: Plan):
+    if not (p.rp is None and p.rowwise and p.bf16 and p.fused_shape and p.sch.element.name == "e2m1"
+            and p.rounding == "rne" and p.scale_layout == "plain"):
+        _no("variant='rows_bf16': rowwise bf16, E2M1 1 x 16 or 1 x 32 blocks, RNE, plain scales, no rht")
+
+
+def _check_rows(p: Plan):
+    if p.rp is not None and not (p.fused_shape and p.rowwise):
+        _no("variant='rows' with rht: 1 x 16 or 1 x 32 blocks, a contiguous tensor")
+    if not (p.fast_shape and p.rowwise):
+        _no("variant='rows': 1 x k blocks (k a multiple of 16) of a contiguous tensor, along the last axis")
+
+
+def _check_rows_split(p: Plan):
+    if p.rp is not None or not (p.fast_shape and p.rowwise and p.bf16 and p.fast):
+        _no("variant='rows_split': rowwise bf16, E2M1, RNE, 1 x k blocks (k a multiple of 16), no rht")
+
+
+def _check_cols(p: Plan):
+    if p.sr_mode == 2 and p.sxm == 1 and p.M % 4:
+        _no("Philox columnwise: the number of columns must be a multiple of 4")
+    if not (p.fused_shape and p.colwise):
+        _no("variant='cols': 1 x 16 or 1 x 32 blocks of a 2-D tensor, axis 0"
+            + (" (with rht)" if p.rp is not None else ""))
+    if p.BM is not None and p.BM not in (1, 2, 4):
+        raise ValueError(f"BM: {p.BM} blocks per program for variant 'cols' is not 1, 2 or 4")
+    bc = launch.cols_tile(p)[0]
+    if bc % 4 or bc & (bc - 1):
+        raise ValueError(f"BN: {bc} columns per program is not a power of two >= 4")
+
+
+def _check_cols_tile(p: Plan):
+    if p.sr_mode == 2 and p.sxm == 1 and p.M % 4:
+        _no("Philox columnwise: the number of columns must be a multiple of 4")
+    if p.rp is not None or not (p.fast_shape and p.colwise):
+        _no("variant='cols_tile': 1 x k blocks (k a multiple of 16) of a 2-D tensor, axis 0, no rht")
+    if p.sr_mode == 2 and (p.BN or p.cfg.cols_tile_columns) % 4:
+        _no("Philox columnwise: BN must be a multiple of 4")
+
+
+def _check_tile(p: Plan):
+    if p.rp is not None:
+        raise ValueError("variant='tile' with rht: None, 'rows', 'cols' or 'unfused'")
+    if p.sr_mode == 2:
+        _no("Philox-drawn bits: rowwise or columnwise 1 x k blocks only")
+    if p.scale_layout != "plain":
+        _no("scale_layout='cublas': rowwise or columnwise 1 x k blocks only")
+
+
+def _check_unfused(p: Plan):
+    if p.rp is None:
+        raise ValueError("variant='unfused': only with rht=")
+
+
+def _kernel(launcher):
+    """The run step of a kernel variant: constants, output buffers, one launch."""
+
+    def run(p: Plan) -> dict:
+        ts, g = call_constants(p)
+        packed = torch.empty((p.M, p.N // 2), dtype=torch.uint8, device=p.dev)
+        scales, cpad = scale_buffer(p.M, p.N // p.K, p.dev, p.scale_layout)
+        launcher(p, ts, packed, scales, cpad)
+        return {"packed": packed, "scales": scales, "global_scale": g, "scheme": p.sch}
+
+    return run
+
+
+def _unfused(p: Plan) -> dict:
+    y2 = launch.rht_apply(p.x2, p.M, p.N, p.sxm, p.sxn, p.rp, p.cfg)
+    rb = None if p.rbits is None else tb.as_torch(p.rbits, p.dev).expand(p.x.shape).reshape(p.x2.shape)
+    last = p.x.dim() == 1 or p.axis % p.x.dim() == p.x.dim() - 1
+    return quantize_packed(y2, p.sch, axis=-1 if last else 0, rounding=p.rounding, rbits=rb, sr_bits=p.sr_bits,
+                           s_enc_dec=p.s_enc_dec, seed=p.seed, scale_layout=p.scale_layout, BM=p.BM, BN=p.BN,
+                           num_warps=p.num_warps, config=p.cfg)
+
+
+#: quantize_packed's variants: name -> (check: raises if the variant cannot run the plan, run).
+VARIANTS = {
+    "rows_bf16": (_check_rows_bf16, _kernel(launch.rows_bf16)),
+    "rows": (_check_rows, _kernel(launch.rows)),
+    "rows_split": (_check_rows_split, _kernel(launch.rows_split)),
+    "cols": (_check_cols, _kernel(launch.cols)),
+    "cols_tile": (_check_cols_tile, _kernel(launch.cols_tile_launch)),
+    "tile": (_check_tile, _kernel(launch.tile_launch)),
+    "unfused": (_check_unfused, _unfused),
+}
+#: The variants that take rht= (the butterfly).
+RHT_VARIANTS = ("rows", "cols", "unfused")
+
+
+def default_variant(p: Plan) -> str:
+    """The variant quantize_packed runs for a plan when none is named (tuned on the H200)."""
+    if p.rp is not None:
+        return "rows" if (p.fused_shape and p.rowwise) else ("cols" if (p.fused_shape and p.colwise) else "unfused")
+    try:
+        _check_rows_bf16(p)
+        return "rows_bf16"
+    except NotImplementedError:
+        pass
+    if p.fast_shape and p.rowwise:
+        v = p.rows_tile[0]
+        return v if (v == "rows" or (p.bf16 and p.fast)) else "rows"
+    if p.fast_shape and p.colwise:
+        return p.cfg.cols_variant if p.fused_shape else "cols_tile"
+    return "tile"
+
+
+# -- the entry points -------------------------------------------------------------------------------------------
+
+
+def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, s_enc_dec=None, seed=None,
+                    scale_layout="plain", BM=None, BN=None, num_warps=None, variant=None, rht=None, config=None):
+    """Quantize a torch tensor on its device.
+
+    Returns a dict: ``packed`` (uint8, (M, N/2), the first element in the low nibble),
+    ``scales`` (uint8, (M, N/k); with ``scale_layout="cublas"`` the 1-D cuBLAS 128x4 blocked
+    buffer, equal to ``fp4spec.to_blocked`` of the plain scales, zero padding),
+    ``global_scale`` (0-d float32 S_dec or None), ``scheme``; M x N is the logical matrix
+    (rows: everything but the quantized axis; columnwise: x transposed).
+
+    ``rounding="sr"`` takes ``rbits`` or a ``seed``: with a seed the bits are drawn on the
+    device by Philox (:func:`philox_rbits` replays them). ``s_enc_dec``: a precomputed
+    two-level tensor scale (S_enc, S_dec), as TransformerEngine's delayed amax (no amax pass).
+    ``variant``: None (the default of :func:`default_variant`) or a name of :data:`VARIANTS`;
+    ``BM``, ``BN``, ``num_warps`` override the chosen kernel's tile; ``config``: a
+    :class:`.config.TritonConfig` (None: the shipped one).
+
+    ``rht``: None, an :class:`fp4spec.rht.RHT` (``"16/fwht-fp32"``, any signs; or
+    ``"16/mma:sm90-bf16"`` where claimed), ``"te"`` or an int seed
+    (:func:`fp4spec.rht.resolve_rht`): quantize the RHT of x along the quantized axis (the
+    tensor amax of two-level schemes after it, SR bits indexing the transformed elements).
+    Fused for 1 x 16 and 1 x 32 blocks rowwise (``rows``) and columnwise (``cols``); else
+    ``unfused``.
+    """
+    sch = resolve_scheme(scheme)
+    cfg = resolve_config(config)
+    r = capability.check_request(sch, rounding, sr_bits, rht)
+    if r is not None and r.arith.startswith(MMA_PREFIX):
+        from .mma import quantize_packed_mma
+
+        return quantize_packed_mma(x, sch, r, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits,
+                                   s_enc_dec=s_enc_dec, seed=seed, scale_layout=scale_layout, BM=BM, BN=BN,
+                                   num_warps=num_warps, variant=variant, config=cfg)
+    rp = capability.rht_params(rht)
+    p = plan(x, sch, axis, rounding, rbits, sr_bits, s_enc_dec, seed, scale_layout, rp, cfg, BM, BN, num_warps)
+    if variant is not None and variant not in VARIANTS:
+        raise ValueError(f"variant: {variant!r} is not None or one of " + ", ".join(map(repr, VARIANTS)))
+    if rp is not None and variant is not None and variant not in RHT_VARIANTS:
+        raise ValueError(f"variant: {variant!r} with rht: None, " + ", ".join(map(repr, RHT_VARIANTS)))
+    name = variant or default_variant(p)
+    check, run = VARIANTS[name]
+    check(p)
+    return run(p)
+
+
+def plan(x, sch: Scheme, axis, rounding, rbits, sr_bits, s_enc_dec, seed, scale_layout, rp, cfg, BM, BN,
+         num_warps) -> Plan:
+    """The :class:`.launch.Plan` of a quantize_packed call; ValueError for bad arguments."""
+    x = tb.as_torch(x)
+    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise ValueError(f"x: bfloat16, float16 or float32, not {x.dtype}")
+    x2, M, N, sxm, sxn = as_matrix(x, axis)
+    if N % sch.block_size or M % sch.tile_rows:
+        raise ValueError(f"x: the {M} x {N} matrix is not a whole number of {sch.block_shape} blocks")
+    if rp is not None and N % 16:
+        raise ValueError(f"x: length {N} along the quantized axis is not a multiple of 16 (the RHT size)")
+    if scale_layout not in ("plain", "cublas"):
+        raise ValueError(f"scale_layout: {scale_layout!r} is not 'plain' or 'cublas'")
+    sr_mode, rb = 0, None
+    if rounding == "sr":
+        if rbits is None and seed is None:
+            raise ValueError("rounding='sr' needs rbits (explicit random bits) or seed (Philox on the device)")
+        sr_mode = 1 if rbits is not None else 2
+    elif seed is not None or rbits is not None:
+        raise ValueError("rbits, seed: only used with rounding='sr'")
+    if sr_mode == 1:
+        rb = tb.as_torch(rbits, x.device)
+        if rb.dtype not in (torch.int32, torch.uint32):
+            rb = rb.to(torch.int64)
+        rb = rb.expand(x.shape).to(torch.int32)
+    return Plan(x=x, x2=x2, M=M, N=N, sxm=sxm, sxn=sxn, sch=sch, axis=axis, rounding=rounding, sr_mode=sr_mode,
+                seed=seed, sr_bits=sr_bits, rbits=rbits, rb=rb, rp=rp, scale_layout=scale_layout, s_enc_dec=s_enc_dec,
+                cfg=cfg, BM=BM, BN=BN, num_warps=num_warps)
+
+
+def dequantize_packed(packed, scales, global_scale, scheme, *, BM=None, BN=None, num_warps=None, variant=None,
+                      config=None):
+    """float32 (M, N) from packed codes (M, N/2), scale codes (M, N/k) and the tensor scale
+    S_dec (None for MX) on one device. ``variant``: None (the rowwise kernel for k a multiple
+    of 16 and contiguous operands, else the tile kernel), ``"rows"`` or ``"tile"``."""
+    sch = resolve_scheme(scheme)
+    cfg = resolve_config(config)
+    M, N = packed.shape[0], packed.shape[1] * 2
+    K = sch.block_size
+    dev = packed.device
+    vals = tables(sch.element.name, str(dev))[3]
+    g = torch.zeros(1, dtype=torch.float32, device=dev)
+    if global_scale is not None:
+        g[0] = global_scale if isinstance(global_scale, torch.Tensor) else tb.f32(global_scale)
+    out = torch.empty((M, N), dtype=torch.float32, device=dev)
+    mx = sch.structure == "mx"
+    if variant not in (None, "rows", "tile"):
+        raise ValueError(f"variant: {variant!r} is not None, 'rows' or 'tile'")
+    rows_ok = K % 16 == 0 and packed.is_contiguous() and scales.is_contiguous()
+    if variant == "rows" and not rows_ok:
+        raise NotImplementedError("variant='rows': k a multiple of 16, contiguous packed codes and scales")
+    if variant != "tile" and rows_ok:
+        nblk = M * N // K
+        br = BM or max(1, cfg.dequant_elements // K)
+        rowwise.dequantize_rows_kernel[(triton.cdiv(nblk, br),)](
+            packed.view(torch.int32), scales, vals, g, out, nblk, BR=br, K=K, MX=mx,
+            FAST=sch.element.name == "e2m1", num_warps=num_warps or cfg.dequant_warps)
+        return out
+    tr, tc, tw = cfg.dequant_tile
+    BN = max(K, min(BN or tc, triton.next_power_of_2(N)))
+    BM = min(BM or tr, triton.next_power_of_2(M))
+    tile.dequantize_tile_kernel[(triton.cdiv(M, BM), triton.cdiv(N, BN))](
+        packed, scales, vals, g, out, M, N, packed.stride(0), scales.stride(0), out.stride(0), BM=BM, BN=BN, K=K,
+        MX=mx, num_warps=num_warps or tw)
+    return out
+
+
+# -- constants and buffers --------------------------------------------------------------------------------------
+
+
+def call_constants(p: Plan):
+    """(ts, S_dec or None): the float32 constants of a call -- [S_enc, S_dec, fp32(1/max_elem),
+    2^sr_bits, the 128 TE element multipliers per scale code] -- after the tensor amax pass for
+    two-level schemes without a given tensor scale."""
+    if p.sch.structure != "two_level":
+        return mx_consts(p.sch, p.dev, p.sr_bits), None
+    amax = None
+    if p.s_enc_dec is None:
+        amax = (global_amax(p.x2, p.M, p.N, p.sxm, p.sxn, p.cfg) if p.rp is None
+                else rht_global_amax(p.x2, p.M, p.N, p.sxm, p.sxn, p.rp, p.cfg))
+    ts = two_level_consts(p.sch, p.dev, amax=amax, s_enc_dec=p.s_enc_dec, sr_bits=p.sr_bits)
+    return ts, ts[1]
+
+
+@lru_cache(maxsize=None)
+def _consts(rcp_max, sr_scale, device):
+    ts = torch.zeros(4 + 128, dtype=torch.float32, device=device)
+    ts[2] = rcp_max
+    ts[3] = sr_scale
+    return ts
+
+
+def _rcp_max(sch) -> float:
+    return float(tb.f32(np.float32(1.0) / np.float32(sch.max_elem)))
+
+
+def mx_consts(sch, dev, sr_bits: int = 8):
+    """The kernels' float32 constants ts for an MX scheme: [-, -, fp32(1/max_elem), 2^sr_bits,
+    -]; one cached tensor per device (the kernels only read it)."""
+    return _consts(_rcp_max(sch), float(1 << int(sr_bits)), str(dev))
+
+
+def two_level_consts(sch, dev, *, amax=None, s_enc_dec=None, sr_bits: int = 8):
+    """A new float32 tensor ts = [S_enc, S_dec, fp32(1/max_elem), 2^sr_bits, the 128 TE element
+    multipliers per scale code] for a two-level scheme, written by one kernel
+    (:func:`.kernels.tile.two_level_consts_kernel`): from the global ``amax`` (0-d float32
+    tensor on dev; the steps of ``torch_backend.tensor_scale``) or from ``s_enc_dec`` (0-d
+    tensors, or numbers taken as float32). ts[1] is the call's ``global_scale``, so ts is not
+    shared between calls."""
+    ts = torch.empty(4 + 128, dtype=torch.float32, device=dev)
+    num = tb.f32(np.float32(sch.scale_bound) * np.float32(sch.max_elem))
+    kw = dict(num=num, rcp_max=_rcp_max(sch), sr_scale=float(1 << int(sr_bits)), num_warps=1)
+    if amax is not None:
+        a = amax.reshape(1)
+        tile.two_level_consts_kernel[(1,)](a, a, a, ts, 0.0, 0.0, MODE=0, **kw)
+        return ts
+    s_enc, s_dec = s_enc_dec
+    if isinstance(s_enc, torch.Tensor) or isinstance(s_dec, torch.Tensor):
+        se = torch.as_tensor(s_enc, device=dev).reshape(1).to(torch.float32)
+        sd = torch.as_tensor(s_dec, device=dev).reshape(1).to(torch.float32)
+        tile.two_level_consts_kernel[(1,)](ts, se, sd, ts, 0.0, 0.0, MODE=1, **kw)
+    else:
+        tile.two_level_consts_kernel[(1,)](ts, ts, ts, ts, tb.f32(s_enc), tb.f32(s_dec), MODE=2, **kw)
+    return ts
+
+
+def scale_buffer(rows, cols, dev, layout):
+    """(uint8 scale buffer, padded columns): plain (rows, cols), or the cuBLAS 128x4 blocked
+    layout (1-D, zero padding; cpad its padded column count)."""
+    from fp4spec.layouts import blocked_shape
+
+    if layout == "plain":
+        return torch.empty((rows, cols), dtype=torch.uint8, device=dev), 0
+    rp, cp = blocked_shape(rows, cols)
+    alloc = torch.zeros if (rp, cp) != (rows, cols) else torch.empty  # padding: zero bytes
+    return alloc(rp * cp, dtype=torch.uint8, device=dev), cp
+
+
+def philox_rbits(seed, shape, sr_bits: int = 8) -> np.ndarray:
+    """The random bits the triton kernels draw on the device for ``rounding="sr"`` with a
+    ``seed`` (no rbits), replayed on the CPU: uint32 integers in [0, 2^sr_bits) of ``shape``.
+
+    Definition (Triton's ``tl.randint4x``, Philox4x32-10): element ``i`` of the flat
+    row-major tensor gets word ``i % 4`` of ``philox(counter=(g mod 2^32, g >> 32, 0, 0),
+    key=(seed mod 2^32, seed >> 32))`` with ``g = i // 4``, shifted right by ``32 - sr_bits``
+    (its top bits). The element order is the input tensor's, whatever the quantized axis.
+    The numpy implementation is :mod:`fp4spec.philox` (``fp4spec.draw_rbits(...,
+    method="philox")``); here ``sr_bits`` is limited to the kernels' 1..24.
+    """
+    if isinstance(sr_bits, bool) or not isinstance(sr_bits, (int, np.integer)) or not 1 <= int(sr_bits) <= 24:
+        raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 24] (the triton kernels' range)")
+    return _philox.philox_rbits(seed, shape, int(sr_bits))
+
+
+def unpack_lo_first(packed):
+    """uint8 codes (M, N) from packed bytes (M, N/2), low nibble first (torch)."""
+    lo = packed & 15
+    hi = packed >> 4
+    return torch.stack((lo, hi), dim=-1).reshape(packed.shape[0], -1)
+
+
+__all__ = ["VARIANTS", "default_variant", "dequantize_packed", "mx_consts", "philox_rbits", "quantize_packed",
+           "two_level_consts", "unpack_lo_first"]
