@@ -267,8 +267,13 @@ def encode_elements(y, fmt, rounding: str = "rne", rbits=None, sr_bits: int = DE
         out_lo = torch.where(neg, (idx_n == 0) if negp.low_ext else no, (idx_p == 0) if pos.low_ext else no)
     if overflow in ("inf", "nan"):  # +-Inf is exact: its code ignores the directed-mode exception
         infinite = torch.isinf(y) & out_hi
-        codes = torch.where(infinite, torch.where(neg, _inf_input_code(fmt, True, mode, overflow),
-                                                  _inf_input_code(fmt, False, mode, overflow)), codes)
+        if fmt.signed:
+            inf_codes = torch.where(neg, _inf_input_code(fmt, True, mode, overflow),
+                                    _inf_input_code(fmt, False, mode, overflow))
+        else:  # -Inf is below an unsigned format's range (out_lo), never out_hi
+            infinite &= ~neg
+            inf_codes = _inf_input_code(fmt, False, mode, overflow)
+        codes = torch.where(infinite, inf_codes, codes)
     if overflow == "error":
         for mask in (out_lo & ~isnan, out_hi & ~isnan):
             if bool(mask.any()):
@@ -309,7 +314,7 @@ def quantize_mx_blocks(xb, scheme, rounding: str = "rne", rbits=None, sr_bits: i
     3. Scale code e + 127, 0xFF for a NaN scale.
     4. Multiplier ``2^shift`` (float32, exact): ``shift = -e`` under
        ``mx_element_scaling="exact"``; torchao: ``-max(e, -126)``, rceil ``0`` for e = -127;
-       0 for a NaN scale.
+       0 for a NaN scale (NaN under torchao's RCEIL, which multiplies by the NaN descale).
     5. ``y = fp32(x * multiplier)``; codes = :func:`encode_elements` (saturate; NaN: the
        element's NaN, +0 where it has none). A NaN ``y`` (x NaN, or x = +-Inf times 0) takes
        x's sign bit, as the specification asks (not the device's sign of ``Inf * 0``).
@@ -327,7 +332,10 @@ def quantize_mx_blocks(xb, scheme, rounding: str = "rne", rbits=None, sr_bits: i
         shift = torch.where(e == -127, torch.zeros_like(e), -e)  # TE exp2f_rcp: scale byte 0 -> 1.0
     else:
         shift = -e.clamp(min=-126)  # torchao: divide by max(2^e, 2^-126)
-    mult = torch.where(nan_scale, torch.zeros_like(amax), tb.pow2_f32(shift))
+    # a NaN block: 0, but torchao RCEIL multiplies the block by its NaN descale (every y NaN)
+    torchao_rceil = scheme.policies["mx_element_scaling"] == "torchao" and scheme.scale_rule == "rceil"
+    nan_mult = torch.full_like(amax, float("nan") if torchao_rceil else 0.0)
+    mult = torch.where(nan_scale, nan_mult, tb.pow2_f32(shift))
     y = xb * mult.unsqueeze(-1)
     el = scheme.element
     # the NaN's sign is a code bit: x's (a NaN y comes only from a NaN or +-Inf x), not the device's

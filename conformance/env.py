@@ -77,12 +77,17 @@ class Env:
     def shapes_by_scheme(self) -> dict[str, int]:
         return {spec: len(shapes) for spec, shapes in self._shapes.items()}
 
-    def _call(self, op: str, fn, *args, _x=None, _rbits=None, **kw):
+    def _call(self, op: str, fn, *args, _x=None, _rbits=None, _scheme=None, **kw):
         try:
             return fn(*args, **kw)
         except Departure:
             raise
         except Exception as exc:  # noqa: BLE001 -- any backend failure is a departure
+            rejected = getattr(exc, "rejected_fields", None)
+            if rejected is not None and _scheme is not None and _x is not None:
+                # the backend built a QuantizedTensor that refused its fields: say which part
+                # of the return contract they break (raises a contract departure where it can)
+                contract.check_quantized(SimpleNamespace(**rejected), _x, _scheme, _rbits, op=op)
             inputs = [] if _x is None else [f32_text(v) for v in np.asarray(_x, np.float32).ravel()[:16]]
             raise Departure(Counterexample(f"{op} raised {type(exc).__name__}: {exc}", field="exception",
                                            inputs=inputs, tensor=None if _x is None else tensor_record(_x, _rbits)))
@@ -152,7 +157,8 @@ class Env:
         r = rounding or t.rounding
         self.record_shape(t.spec, np.shape(x))
         return self._call("quantize", self.backend.quantize, x, t.scheme, rounding=r,
-                          rbits=rbits if r == "sr" else None, sr_bits=t.sr_bits, _x=x, _rbits=rbits, **kw)
+                          rbits=rbits if r == "sr" else None, sr_bits=t.sr_bits, _x=x, _rbits=rbits,
+                          _scheme=t.scheme, **kw)
 
     def quantize(self, x, t: Target, rbits=None, rounding: str | None = None, *, rht=None):
         hit = self._hit(x, rbits, rht, t, rounding)

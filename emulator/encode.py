@@ -247,7 +247,9 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
         _apply_out_of_range(out, tiny, neg, x, fmt, mode, "saturate", high=False)
     out_hi &= ~isnan
     if out_hi.any():
-        infinite = out_hi & np.isinf(xc)  # +-Inf is exact: no directed-mode exception (step 7)
+        # +-Inf is exact: no directed-mode exception (step 7); overflow="error" names the first
+        # out-of-range element in input order, Inf or not, as the scalar reference does
+        infinite = out_hi & np.isinf(xc) if overflow != "error" else np.zeros_like(out_hi)
         _apply_out_of_range(out, out_hi & ~infinite, neg, x, fmt, mode, overflow, high=True)
         _apply_out_of_range(out, infinite, neg, x, fmt, mode, overflow, high=True, infinite=True)
     if isnan.any():

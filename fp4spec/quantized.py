@@ -247,7 +247,18 @@ class QuantizedTensor:
         element format's range, the shapes of scales and of the HiF4 bits against the codes,
         ``shape`` against the codes (padding less than one block), a tensor scale iff the
         scheme has one. Torch tensors off the CPU are not scanned for their values (that
-        would synchronize the device); :meth:`to_numpy` checks them."""
+        would synchronize the device); :meth:`to_numpy` checks them.
+
+        The error carries the fields as given (``exc.rejected_fields``, a dict), so that
+        conformance can say which part of the return contract a backend's result breaks."""
+        given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        try:
+            self._validate()
+        except (TypeError, ValueError) as exc:
+            exc.rejected_fields = given
+            raise
+
+    def _validate(self):
         object.__setattr__(self, "scheme", _as_scheme(self.scheme))
         fields = {name: getattr(self, name) for name in _ARRAYS}
         _check_global_scale_presence(self.scheme, self.global_scale)
