@@ -175,7 +175,8 @@ class NativeBackend(Backend):
         if name != ACCUMULATOR:
             raise BackendError(f"accumulator: backend 'native' implements only {ACCUMULATOR!r} (NVIDIA Blackwell), "
                                f"not {name!r}")
-        from fp4spec.accumulator_models import check_operands, get_accumulator
+        from fp4spec.accumulator_models import get_accumulator
+        from fp4spec.matmul_operands import check_operands
 
         check_operands(get_accumulator(ACCUMULATOR), qa.to_numpy(), qb.to_numpy(), c)
         return self.native_matmul(qa, qb, c=c)
@@ -219,7 +220,8 @@ class NativeBackend(Backend):
         m, n = qa.shape[0], qb.shape[0]
         if acc.shape != (m, n):
             raise BackendError(f"native: scaled_mm returned shape {acc.shape}, expected ({m}, {n})")
-        from fp4spec.accumulator_models import get_accumulator, tensor_scale_product
+        from fp4spec.accumulator_models import get_accumulator
+        from fp4spec.matmul_operands import tensor_scale_product
 
         g = tensor_scale_product(qa.global_scale, qb.global_scale)
         return apply_tensor_scale(acc, g, get_accumulator(ACCUMULATOR).nan_bits)

@@ -27,6 +27,19 @@ from functools import lru_cache
 import numpy as np
 
 from . import torch_generic as _gen
+from .torch_ops import (  # noqa: F401 -- re-exported: the torch backend's building blocks
+    F32_MAX,
+    SIGN_MASK,
+    _const,
+    _torch,
+    abs_max,
+    as_torch,
+    dequantize_mx_blocks,
+    element_values,
+    f32,
+    mx_exponents,
+    pow2_f32,
+)
 from .base import Backend as _Base
 
 from fp4spec.block_schemes import Scheme, get_scheme
@@ -34,23 +47,10 @@ from fp4spec.number_formats import formats as _formats, get_format
 from fp4spec.quantized import QuantizedTensor
 from fp4spec.rht import NAN_BITS, RHT_SIZES, fwht_scale, resolve_rht
 
-F32_MAX = float(np.finfo(np.float32).max)
-SIGN_MASK = 0x7FFFFFFF
 
 #: Element formats of the two-level schemes (MX: any float element; encode: every format).
 ELEMENTS = ("e2m1", "e1m2", "int4_sym")
 ROUNDINGS = _gen.ROUNDINGS
-
-
-def _torch():
-    import torch
-
-    return torch
-
-
-def f32(v) -> float:
-    """The float32 value of v, as a Python float (for scalar constants computed once on the host)."""
-    return float(np.float32(v))
 
 
 # -- element tables (from the emulator's own threshold tables) -----------------------------------
@@ -85,10 +85,6 @@ def element_tables(fmt_name: str, neg_zero: str = "preserve", dtype: str = "floa
     }
 
 
-def _const(vals, dtype, device):
-    return _torch().tensor(vals, dtype=dtype, device=device)
-
-
 def encode_elements(y, fmt_name: str, rounding: str = "rne", rbits=None, sr_bits: int = 8,
                     neg_zero: str = "preserve", zero_positive: bool = False):
     """Codes (uint8) of float32 values y with saturation and the block schemes' NaN policy
@@ -101,99 +97,10 @@ def encode_elements(y, fmt_name: str, rounding: str = "rne", rbits=None, sr_bits
                                 neg_zero=neg_zero, zero_positive=zero_positive)
 
 
-# -- float32 bit helpers -------------------------------------------------------------------------
-
-def abs_max(xb, dim=-1):
-    """max |x| over ``dim`` as the max of the sign-cleared bit patterns (NaN wins, as the emulator)."""
-    torch = _torch()
-    bits = xb.view(torch.int32) & SIGN_MASK
-    return bits.amax(dim=dim).view(torch.float32)
-
-
-def pow2_f32(e):
-    """float32 2^e for integer tensors e in [-149, 127], built from the bit pattern (exact)."""
-    torch = _torch()
-    e = e.to(torch.int32)
-    normal = (e + 127).clamp(min=0) << 23
-    sub = torch.ones_like(e) << (e + 149).clamp(min=0, max=22)
-    return torch.where(e >= -126, normal, sub).view(torch.float32)
-
-
-def _fields(a):
-    torch = _torch()
-    bits = a.view(torch.int32)
-    return (bits >> 23) & 0xFF, bits & 0x7FFFFF
-
-
-def _floor_log2(E, M):
-    torch = _torch()
-    m = torch.frexp(M.clamp(min=1).to(torch.float32))[1].to(E.dtype) - 1
-    return torch.where(E == 0, m - 149, E - 127)
-
-
-def _is_pow2(E, M):
-    return ((E == 0) & ((M & (M - 1)) == 0)) | ((E != 0) & (M == 0))
-
-
-# -- MX ------------------------------------------------------------------------------------------
-
-def mx_exponents(amax, scheme: Scheme):
-    """(e in [-127, 127] as int32, NaN-scale mask): :func:`emulator.blockscale.mx_exponents`."""
-    torch = _torch()
-    pol = scheme.policies
-    nan_scale = torch.isnan(amax)
-    if pol["mx_nonfinite_block"] == "nan_scale":
-        nan_scale = nan_scale | torch.isinf(amax)
-    a = torch.where(nan_scale, torch.ones_like(amax), amax)
-    zero = a == 0
-    E, M = _fields(a)
-    emax = scheme.element.emax
-    rule = scheme.scale_rule
-    if rule == "floor":
-        e = _floor_log2(E, M) - emax
-    elif rule == "ceil":
-        e = _floor_log2(E, M) + (~_is_pow2(E, M)).to(E.dtype) - emax
-    elif rule == "even":
-        bits = (E << 23) | M
-        rounded = (bits + (1 << (22 - scheme.element.mantissa_bits))) & 0x7F800000
-        e = (rounded >> 23) - 127 - emax
-    elif rule == "rceil":
-        max_elem = f32(scheme.element.max)
-        if pol["mx_rceil_descale"] == "mul_reciprocal":
-            d = a * f32(np.float32(1.0) / np.float32(max_elem))
-        else:
-            d = torch.div(a, torch.full_like(a, max_elem))
-        dinf = torch.isinf(d)
-        dpos = torch.where((d == 0) | dinf, torch.ones_like(d), d)
-        Ed, Md = _fields(dpos)
-        e = _floor_log2(Ed, Md) + (~_is_pow2(Ed, Md)).to(Ed.dtype)
-        e = torch.where(dinf, torch.full_like(e, 127), e)
-        zero = zero | (d == 0)
-    else:
-        raise NotImplementedError(f"scale_rule: {rule!r}")
-    e = torch.where(zero, torch.full_like(e, -127), e)
-    return e.clamp(-127, 127), nan_scale
-
-
 def quantize_mx_blocks(xb, scheme: Scheme, rounding="rne", rbits=None, sr_bits=8):
     """MX quantization of float32 blocks (..., nb, k) with any float element: (codes uint8,
     scale codes uint8), :func:`fp4spec.backends.torch_generic.quantize_mx_blocks`."""
     return _gen.quantize_mx_blocks(xb, scheme, rounding, rbits, sr_bits)
-
-
-@lru_cache(maxsize=None)
-def element_values(fmt_name: str) -> tuple:
-    """float32 values of every code of a format (code-indexed, NaN codes NaN), as Python floats."""
-    return tuple(float(np.float32(v)) for v in get_format(fmt_name).values)
-
-
-def dequantize_mx_blocks(codes, scales, scheme: Scheme):
-    torch = _torch()
-    vals = _const(element_values(scheme.element.name), torch.float32, codes.device)
-    q = vals[codes.long()]
-    p = pow2_f32(scales.to(torch.int32) - 127)
-    p = torch.where(scales == 0xFF, torch.full_like(p, float("nan")), p)
-    return q * p.unsqueeze(-1)
 
 
 # -- two-level (TransformerEngine chain) ---------------------------------------------------------
@@ -330,19 +237,6 @@ def apply_rht(x, rht, axis: int = -1):
 
 
 # -- whole tensors -------------------------------------------------------------------------------
-
-def as_torch(x, device=None):
-    """A torch tensor of x (numpy arrays, ml_dtypes bfloat16 included, are converted exactly)."""
-    torch = _torch()
-    if isinstance(x, torch.Tensor):
-        return x if device is None else x.to(device)
-    arr = np.array(x, copy=True, order="C")  # writable: torch warns on read-only arrays
-    if arr.dtype.name == "bfloat16":
-        t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
-    else:
-        t = torch.from_numpy(arr)
-    return t if device is None else t.to(device)
-
 
 def check_request(scheme: Scheme, rounding: str):
     if rounding not in ROUNDINGS:

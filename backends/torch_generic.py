@@ -54,6 +54,8 @@ from fp4spec.reference import (
 )
 from fp4spec.rounding import DEFAULT_SR_BITS, ROUNDING_MODES, check_choice, check_rounding
 
+from . import torch_ops as ops
+
 _N16 = GROUP_SIZE // LEVEL3_SIZE  # 16 level-3 groups per HiF4 group
 _N8 = GROUP_SIZE // LEVEL2_SIZE  # 8 level-2 groups
 _KINDS = ("rne", "rna", "down", "up")  # threshold tables of emulator.encode
@@ -63,13 +65,6 @@ def _torch():
     import torch
 
     return torch
-
-
-def _tb():
-    """The torch backend module (imported late: it imports this module)."""
-    from . import torch_backend
-
-    return torch_backend
 
 
 # -- element encoding: any format x any rounding mode ---------------------------------------------
@@ -309,7 +304,7 @@ def quantize_mx_blocks(xb, scheme, rounding: str = "rne", rbits=None, sr_bits: i
     (codes uint8, E8M0 scale codes uint8), as :func:`fp4spec.emulator.blockscale.quantize_mx`.
 
     1. amax per block (max of the sign-cleared bit patterns; NaN wins).
-    2. e and the NaN-scale mask: :func:`~fp4spec.backends.torch_backend.mx_exponents` (the
+    2. e and the NaN-scale mask: :func:`~fp4spec.backends.torch_ops.mx_exponents` (the
        element's emax, mantissa bits and max; the profile's non-finite and rceil policies).
     3. Scale code e + 127, 0xFF for a NaN scale.
     4. Multiplier ``2^shift`` (float32, exact): ``shift = -e`` under
@@ -322,9 +317,8 @@ def quantize_mx_blocks(xb, scheme, rounding: str = "rne", rbits=None, sr_bits: i
     from fp4spec.scaling import element_nan_policy
 
     torch = _torch()
-    tb = _tb()
-    amax = tb.abs_max(xb)
-    e, nan_scale = tb.mx_exponents(amax, scheme)
+    amax = ops.abs_max(xb)
+    e, nan_scale = ops.mx_exponents(amax, scheme)
     scale_codes = torch.where(nan_scale, torch.full_like(e, 0xFF), e + 127).to(torch.uint8)
     if scheme.policies["mx_element_scaling"] == "exact":
         shift = -e
@@ -335,7 +329,7 @@ def quantize_mx_blocks(xb, scheme, rounding: str = "rne", rbits=None, sr_bits: i
     # a NaN block: 0, but torchao RCEIL multiplies the block by its NaN descale (every y NaN)
     torchao_rceil = scheme.policies["mx_element_scaling"] == "torchao" and scheme.scale_rule == "rceil"
     nan_mult = torch.full_like(amax, float("nan") if torchao_rceil else 0.0)
-    mult = torch.where(nan_scale, nan_mult, tb.pow2_f32(shift))
+    mult = torch.where(nan_scale, nan_mult, ops.pow2_f32(shift))
     y = xb * mult.unsqueeze(-1)
     el = scheme.element
     # the NaN's sign is a code bit: x's (a NaN y comes only from a NaN or +-Inf x), not the device's
@@ -347,9 +341,9 @@ def quantize_mx_blocks(xb, scheme, rounding: str = "rne", rbits=None, sr_bits: i
 
 def dequantize_mx_blocks(codes, scales, scheme):
     """fp32(P * 2^(scale - 127)) per element, NaN for scale 0xFF: the torch backend's
-    :func:`~fp4spec.backends.torch_backend.dequantize_mx_blocks`, which is element-generic
+    :func:`~fp4spec.backends.torch_ops.dequantize_mx_blocks`, which is element-generic
     (the code's float32 value from the format's table: NaN and +-Inf codes included)."""
-    return _tb().dequantize_mx_blocks(codes, scales, scheme)
+    return ops.dequantize_mx_blocks(codes, scales, scheme)
 
 
 # -- HiF4 -----------------------------------------------------------------------------------------
@@ -404,7 +398,7 @@ def hif4_quantize(x, *, axis: int = -1, arith: str = "float64", pad: bool = Fals
     check_choice("nonfinite", nonfinite, NONFINITE_POLICIES)
     if not isinstance(pad, (bool, np.bool_)):
         raise ValueError(f"pad: expected True or False, got {pad!r}")
-    x = _tb().as_torch(x)
+    x = ops.as_torch(x)
     if str(x.dtype).removeprefix("torch.") not in _INPUT_DTYPES:
         raise TypeError(f"x: dtype {x.dtype} is not supported; pass float16, bfloat16, float32 or float64 values")
     ax = check_axis(axis, x.dim(), "x")
@@ -486,7 +480,7 @@ def _raise_nonfinite(x, ax: int, finite):
 
 def _as_codes(v, name: str, max_value: int):
     torch = _torch()
-    t = _tb().as_torch(v)
+    t = ops.as_torch(v)
     if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex:
         raise TypeError(f"{name}: expected an integer array, got dtype {t.dtype}")
     t = t.to(torch.int64)
@@ -505,7 +499,6 @@ def hif4_dequantize(codes, scales, e1_8, e1_16, *, axis: int = -1):
     magnitude in {0} U [2^-50, 344064] (the emulator's float64 values, cast).
     """
     torch = _torch()
-    tb = _tb()
     c = _as_codes(codes, "codes", 15)
     dev = c.device
     s = _as_codes(scales, "scales", 255).to(dev)
@@ -527,9 +520,9 @@ def hif4_dequantize(codes, scales, e1_8, e1_16, *, axis: int = -1):
     c = torch.nn.functional.pad(c, (0, n_groups * GROUP_SIZE - length))
     c = c.reshape(lead + (n_groups, _N16, LEVEL3_SIZE))
     de = b8.repeat_interleave(2, dim=-1) + b16
-    e6m2 = (1 + (s & 3).to(torch.float32) / 4) * tb.pow2_f32((s >> 2) - 48)
+    e6m2 = (1 + (s & 3).to(torch.float32) / 4) * ops.pow2_f32((s >> 2) - 48)
     e6m2 = torch.where(s == E6M2_NAN_CODE, torch.full_like(e6m2, float("nan")), e6m2)
-    scale = e6m2[..., None] * tb.pow2_f32(de)
+    scale = e6m2[..., None] * ops.pow2_f32(de)
     mag = (c & 7).to(torch.float32) / 4 * scale[..., None]
     val = torch.where((c >> 3) == 1, -mag, mag)
     val = val.reshape(lead + (n_groups * GROUP_SIZE,))[..., :length]

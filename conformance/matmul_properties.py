@@ -39,7 +39,8 @@ from typing import Callable
 
 import numpy as np
 
-from fp4spec.accumulator_models import AccumulatorModel, check_operands, get_accumulator
+from fp4spec.accumulator_models import AccumulatorModel, get_accumulator
+from fp4spec.matmul_operands import check_operands
 from fp4spec.block_schemes import Scheme, get_scheme
 from fp4spec.quantized import QuantizedTensor
 

@@ -29,7 +29,7 @@ from fp4spec.reference import (
     overflow_error,
     significand_is_even,
 )
-from fp4spec.rounding import DEFAULT_SR_BITS, UNDERFLOW_POLICIES, check_choice, check_rounding
+from fp4spec.rounding import DEFAULT_SR_BITS, UNDERFLOW_POLICIES, check_choice, check_rbits, check_rounding
 
 _SMALL_GRID = 16  # up to this many thresholds, compare pass by pass
 
@@ -308,25 +308,6 @@ def _out_of_range_code_vec(fmt, negative, high, mode, overflow, infinite=False):
     from fp4spec.reference import _out_of_range_code
 
     return _out_of_range_code(fmt, None, negative, high, mode, overflow, infinite)
-
-
-def check_rbits(rbits, shape, sr_bits: int) -> np.ndarray:
-    """Validate random bits for ``sr``: integers in [0, 2^sr_bits) broadcastable to ``shape``."""
-    if not isinstance(sr_bits, (int, np.integer)) or not 1 <= int(sr_bits) <= 32:
-        raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")
-    if rbits is None:
-        raise ValueError("rbits: rounding='sr' needs explicit random bits (an integer array in "
-                         f"[0, 2**{sr_bits}) broadcastable to x), or seed= to draw them")
-    arr = np.asarray(rbits)
-    if arr.dtype.kind not in "ui":
-        raise ValueError(f"rbits: dtype {arr.dtype} is not an integer dtype")
-    if arr.size and (arr.min() < 0 or arr.max() >= (1 << int(sr_bits))):
-        raise ValueError(f"rbits: values must be in [0, 2**{sr_bits}) = [0, {(1 << int(sr_bits)) - 1}], "
-                         f"got [{arr.min()}, {arr.max()}]")
-    try:
-        return np.broadcast_to(arr, shape)
-    except ValueError:
-        raise ValueError(f"rbits: shape {arr.shape} does not broadcast to x's shape {shape}") from None
 
 
 def decode(codes, fmt: "str | Format") -> np.ndarray:

@@ -57,11 +57,11 @@ from fp4spec.accumulator_models import (
     FP32,
     AccumulatorModel,
     Carrier,
-    MatmulOperands,
     element_carrier,
     format_carrier,
     get_accumulator,
 )
+from fp4spec.matmul_operands import MatmulOperands
 
 #: Exponent of a zero term that never sets the largest exponent.
 SENT = -(1 << 20)
@@ -641,7 +641,7 @@ _MATMULS = {"exact": matmul_exact, "fma": matmul_fma, "fdpa": matmul_fdpa, "fdpa
 
 def matmul_emulated(qa, qb, model: AccumulatorModel, ops: MatmulOperands) -> np.ndarray:
     """C = A . B^T (float32, M x N) with ``model``, for operands already checked
-    (:func:`fp4spec.accumulator_models.check_operands`)."""
+    (:func:`fp4spec.matmul_operands.check_operands`)."""
     return _MATMULS[model.algorithm](operand(qa), operand(qb), ops, model)
 
 

@@ -263,6 +263,48 @@ OVERRIDES = ("block_size", "block_shape", "element", "scale", "scale_rule", "pro
              "element_max", "scale_max", "error_mode")
 
 
+# -- scheme specs: 'name[:field=value,...]' (the grammar: fp4spec.scheme_specs) ------------------------
+
+def _spec_value(field: str, text: str):
+    """Step 3 of :mod:`fp4spec.scheme_specs`: the value of one override."""
+    if field == "block_shape":
+        try:
+            return tuple(int(p) for p in text.lower().replace("*", "x").split("x"))
+        except ValueError:
+            raise ValueError(f"scheme: block_shape={text!r} is not 'k' or 'rxk' (e.g. 16x16)") from None
+    if field == "block_size":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"scheme: block_size={text!r} is not an integer") from None
+    if field in ("element_max", "scale_max"):
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"scheme: {field}={text!r} is not a number") from None
+    return text
+
+
+def parse_scheme_spec(spec: str) -> tuple[str, dict]:
+    """Steps 1-3 of :mod:`fp4spec.scheme_specs`: ``(name, overrides)`` of a spec string
+    (ValueError naming the bad part)."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"scheme: {spec!r} is not a scheme spec; use a name ({', '.join(schemes)}) "
+                         f"optionally followed by ':field=value,...'")
+    name, _, rest = spec.strip().partition(":")
+    overrides = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        field, eq, value = part.partition("=")
+        field = field.strip()
+        if not eq or field not in OVERRIDES:
+            raise ValueError(f"scheme: {part!r} in {spec!r} is not field=value with field one of "
+                             f"{', '.join(OVERRIDES)}")
+        if field in overrides:
+            raise ValueError(f"scheme: {field!r} is given twice in {spec!r}")
+        overrides[field] = _spec_value(field, value.strip())
+    return name.strip(), overrides
+
+
 def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
     """Look up a scheme by name or scheme spec and apply overrides (a :class:`Scheme` passes through).
 
@@ -288,8 +330,6 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
         get_scheme("ufp4", block_size=32, element_max=3.5)
     """
     if isinstance(name, str) and ":" in name:
-        from .scheme_specs import parse_scheme_spec
-
         name, in_spec = parse_scheme_spec(name)
         twice = sorted(set(in_spec) & set(overrides))
         if twice:
@@ -329,4 +369,4 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
     return dataclasses.replace(base, **changes)
 
 
-__all__ = ["ERROR_MODES", "OVERRIDES", "SCALE_RULES", "STRUCTURES", "Scheme", "get_scheme", "schemes"]
+__all__ = ["ERROR_MODES", "OVERRIDES", "SCALE_RULES", "STRUCTURES", "Scheme", "get_scheme", "parse_scheme_spec", "schemes"]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .accumulator_models import AccumulatorModel, check_operands, get_accumulator
+from .accumulator_models import AccumulatorModel, get_accumulator
+from .matmul_operands import check_operands
 
 
 def matmul(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact", c=None) -> np.ndarray:
@@ -34,7 +35,7 @@ def matmul(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact", c=None) -
     Normative algorithm:
 
     1. Resolve the model (:func:`~fp4spec.accumulator_models.get_accumulator`).
-    2. Check the operands (:func:`~fp4spec.accumulator_models.check_operands`): rank 2, blocked
+    2. Check the operands (:func:`~fp4spec.matmul_operands.check_operands`): rank 2, blocked
        along K, equal K, schemes and block sizes the model takes, K a multiple of its step;
        ``g = fp32(gA * gB)`` when a scheme carries a tensor scale.
     3. Accumulate every output element as the model's algorithm says

@@ -348,13 +348,6 @@ class QuantizedTensor:
     def padded(self) -> bool:
         return tuple(self.codes.shape) != self.shape
 
-    def dequantize(self):
-        """float32 values in x's shape (a numpy array, or a torch tensor on the fields' device);
-        see :func:`fp4spec.quantize_api.dequantize`."""
-        from .quantize_api import dequantize
-
-        return dequantize(self)
-
     def pack(self, order: str = "lo_first"):
         """Pack the codes for storage along the blocked axis (numpy in, numpy out; torch
         tensors are packed with torch ops on their device).

@@ -285,21 +285,50 @@ def mma_transform_matrix(size: int, signs, inverse: bool = False) -> np.ndarray:
     return t.astype(np.float32)
 
 
-#: Rows of one :func:`~fp4spec.emulator.gemm.model_dot` call in the mma arithmetic (bounds memory).
-_MMA_CHUNK_ELEMENTS = 1 << 16
+def mma_dot_reference(rows: np.ndarray, t: np.ndarray, model) -> np.ndarray:
+    """Step M4 by the scalar reference: ``rows . T`` (float32 rows of bf16 values, R x size)
+    as ``model``'s chained fused steps, one output at a time in exact arithmetic
+    (:func:`fp4spec.fused_steps.fdpa_step` on each step's operand pairs, after
+    MMA-Sim's float64 special-value check :func:`~fp4spec.fused_steps.fp64_special`).
+    Slow and obviously correct; NaN results are left as they come (step M4 pins them)."""
+    from .accumulator_models import BF16
+    from .fused_steps import fdpa_step, fp64_special, terms_operand
+
+    size = t.shape[0]
+    t64 = t.astype(np.float64)
+    out = np.empty(rows.shape, np.float32)
+    with np.errstate(invalid="ignore"):  # signalling NaN inputs stay NaNs
+        r64 = np.asarray(rows, np.float32).astype(np.float64)
+    for r, row in enumerate(r64):
+        for j in range(size):
+            acc = 0.0
+            for k0 in range(0, size, model.k_step):
+                a_ops = [float(v) for v in row[k0:k0 + model.k_step]]
+                b_ops = [float(v) for v in t64[k0:k0 + model.k_step, j]]
+                special = fp64_special(list(zip(a_ops, b_ops)), acc)
+                acc = special if special is not None else fdpa_step(terms_operand(a_ops, b_ops, model, BF16), acc,
+                                                                    model)
+            out[r, j] = acc
+    return out
+
+
+#: Step M4's implementation: :func:`mma_dot_reference` until a faster one that is tested
+#: equal to it is installed (:func:`install_mma_dot`; the emulator's
+#: :func:`fp4spec.emulator.rht.mma_dot` is, whenever :mod:`fp4spec` is imported).
+_mma_dot = mma_dot_reference
+
+
+def install_mma_dot(fn) -> None:
+    """Make step M4 run ``fn(rows, T, model) -> float32 rows`` (it must equal
+    :func:`mma_dot_reference` bit for bit, NaN payloads aside). The spec computes nothing
+    faster itself: the vectorized twin lives in the emulator, a layer above."""
+    global _mma_dot
+    _mma_dot = fn
 
 
 def _mma_rows(rows: np.ndarray, t: np.ndarray, model) -> np.ndarray:
-    """Step M4 on float32 rows (R x size) of bf16 values: ``model_dot(rows, T, +0)`` in
-    chunks of rows (each row is independent), NaN results as ``model.nan_bits``."""
-    from .emulator.gemm import model_dot
-
-    size = t.shape[0]
-    out = np.empty(rows.shape, np.float32)
-    step = max(1, _MMA_CHUNK_ELEMENTS // size)
-    for r0 in range(0, rows.shape[0], step):
-        chunk = rows[r0:r0 + step]
-        out[r0:r0 + step] = model_dot(chunk, t, np.zeros((chunk.shape[0], size), np.float32), model)
+    """Step M4 on float32 rows (R x size) of bf16 values, NaN results as ``model.nan_bits``."""
+    out = _mma_dot(rows, t, model)
     nan = np.array([model.nan_bits], np.uint32).view(np.float32)[0]
     return np.where(np.isnan(out), nan, out).astype(np.float32)
 
@@ -447,8 +476,8 @@ def rht(x, size: int = 16, *, seed=None, signs=None, axis: int = -1, out_dtype=N
       in bf16); 32 and 128 raise ValueError naming ``size``.
     - M3. ``T = diag(s) . H / sqrt(size)`` as bf16 values, exact
       (:func:`mma_transform_matrix`); the inverse uses ``T^T = H . diag(s) / sqrt(size)``.
-    - M4. ``y_row = model_dot(x_row, T, +0, model)``
-      (:func:`fp4spec.emulator.gemm.model_dot`): the model's chained fused steps of
+    - M4. ``y_row = x_row . T`` from a +0 accumulator (:func:`mma_dot_reference`; the
+      emulator's vectorized :func:`fp4spec.emulator.rht.mma_dot` is tested equal): the model's chained fused steps of
       ``k_step`` elements (16 for sm90-bf16) in ascending k, the FP32 accumulator starting
       at +0.0. Each step aligns the step's ``size`` products ``x_i T[i, j]`` (exact) and the
       accumulator to the largest exponent, truncates them to ``frac_bits`` fractional bits

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 ROUNDING_MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto", "sr")
 
 #: ``overflow=``: what a value beyond the finite range becomes (both ends of the range).
@@ -110,3 +112,24 @@ def choose_neighbour(a: Fraction, lo: Fraction, hi: Fraction, lo_even: bool, hi_
 def rounds_toward_zero(mode: str, negative: bool) -> bool:
     """True for the modes that, on this side of zero, never increase the magnitude."""
     return mode in ("rtz", "rto") or (mode == "rup" and negative) or (mode == "rdn" and not negative)
+
+
+def check_rbits(rbits, shape, sr_bits: int) -> np.ndarray:
+    """Validate random bits for ``sr``: integers in [0, 2^sr_bits) broadcastable to ``shape``."""
+    if not isinstance(sr_bits, (int, np.integer)) or not 1 <= int(sr_bits) <= 32:
+        raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")
+    if rbits is None:
+        raise ValueError("rbits: rounding='sr' needs explicit random bits (an integer array in "
+                         f"[0, 2**{sr_bits}) broadcastable to x), or seed= to draw them")
+    arr = np.asarray(rbits)
+    if arr.dtype.kind not in "ui":
+        raise ValueError(f"rbits: dtype {arr.dtype} is not an integer dtype")
+    if arr.size and (arr.min() < 0 or arr.max() >= (1 << int(sr_bits))):
+        raise ValueError(f"rbits: values must be in [0, 2**{sr_bits}) = [0, {(1 << int(sr_bits)) - 1}], "
+                         f"got [{arr.min()}, {arr.max()}]")
+    try:
+        return np.broadcast_to(arr, shape)
+    except ValueError:
+        raise ValueError(f"rbits: shape {arr.shape} does not broadcast to x's shape {shape}") from None
+
+

@@ -460,7 +460,7 @@ def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=No
        ``pad=True``: then x is padded at the end with +0.0 (random bits with 0) to whole
        blocks. Padding never changes an amax.
     """
-    from .rounding import check_rounding
+    from .rounding import check_rbits, check_rounding
 
     arr = _as_float_input(x)
     if arr.ndim == 0:
@@ -471,8 +471,6 @@ def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=No
         raise ValueError(f"pad: expected True or False, got {pad!r}")
     r = None
     if mode == "sr":
-        from .emulator.encode import check_rbits
-
         r = np.moveaxis(np.asarray(check_rbits(rbits, arr.shape, sr_bits)), ax, -1)
     elif rbits is not None:
         raise ValueError(f"rbits: only used with rounding='sr', not {mode!r}")

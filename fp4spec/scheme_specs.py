@@ -5,7 +5,8 @@ A *scheme spec* is a catalogue name optionally followed by field overrides,
 ``"nvfp4:profile=torchao,scale_rule=4over6"``, ``"nvfp4_2d:block_shape=16x32"``. The fields
 are those of :func:`fp4spec.get_scheme` (:data:`fp4spec.block_schemes.OVERRIDES`).
 
-This is the one parser of them: :func:`fp4spec.get_scheme` and :func:`fp4spec.quantize`
+This is the one grammar of them (the parser, :func:`parse_scheme_spec`, lives beside
+:func:`fp4spec.get_scheme` in :mod:`fp4spec.block_schemes`, which reads specs too): :func:`fp4spec.get_scheme` and :func:`fp4spec.quantize`
 accept a spec wherever they accept a name, the command line (``fp4spec conform --scheme``,
 ``fp4spec vectors``) and the backend interface resolve them here, and :func:`scheme_spec`
 writes the canonical spec of a scheme (``resolve_scheme(scheme_spec(s)) == s``).
@@ -20,50 +21,11 @@ writes the canonical spec of a scheme (``resolve_scheme(scheme_spec(s)) == s``).
 
 from __future__ import annotations
 
-from .block_schemes import OVERRIDES, Scheme, get_scheme, schemes as _catalogue
+from .block_schemes import Scheme, get_scheme, parse_scheme_spec, schemes as _catalogue
 
 #: Fields :func:`scheme_spec` writes, in this order, when they differ from the catalogue entry.
 SPEC_FIELDS = ("block_shape", "element", "scale", "scale_rule", "profile", "element_max", "scale_max",
                "error_mode")
-
-
-def _value(field: str, text: str):
-    """Step 3: the value of one override."""
-    if field == "block_shape":
-        try:
-            return tuple(int(p) for p in text.lower().replace("*", "x").split("x"))
-        except ValueError:
-            raise ValueError(f"scheme: block_shape={text!r} is not 'k' or 'rxk' (e.g. 16x16)") from None
-    if field == "block_size":
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError(f"scheme: block_size={text!r} is not an integer") from None
-    if field in ("element_max", "scale_max"):
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"scheme: {field}={text!r} is not a number") from None
-    return text
-
-
-def parse_scheme_spec(spec: str) -> tuple[str, dict]:
-    """Steps 1-3: ``(name, overrides)`` of a spec string (ValueError naming the bad part)."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"scheme: {spec!r} is not a scheme spec; use a name ({', '.join(_catalogue)}) "
-                         f"optionally followed by ':field=value,...'")
-    name, _, rest = spec.strip().partition(":")
-    overrides = {}
-    for part in filter(None, (p.strip() for p in rest.split(","))):
-        field, eq, value = part.partition("=")
-        field = field.strip()
-        if not eq or field not in OVERRIDES:
-            raise ValueError(f"scheme: {part!r} in {spec!r} is not field=value with field one of "
-                             f"{', '.join(OVERRIDES)}")
-        if field in overrides:
-            raise ValueError(f"scheme: {field!r} is given twice in {spec!r}")
-        overrides[field] = _value(field, value.strip())
-    return name.strip(), overrides
 
 
 def resolve_scheme(spec: "str | Scheme") -> Scheme:

@@ -25,7 +25,7 @@ FP32 accumulator, K ascending. Normative algorithm of :func:`matmul_packed`:
    rows or more, mma.sync m16n8k16 otherwise; MMA-Sim models both with the same fused
    step), so each instruction is exactly one k = 16 step of the model.
 4. Epilogue: with tensor scales, ``acc = fp32(acc * g)`` with ``g = fp32(gA * gB)``
-   (:func:`fp4spec.accumulator_models.tensor_scale_product`; one IEEE multiplication).
+   (:func:`fp4spec.matmul_operands.tensor_scale_product`; one IEEE multiplication).
 5. NaN results get the model's NaN bit pattern (``0x7FFFFFFF``). Output float32, or bf16:
    round to nearest even of the float32 result (integer rounding of its bit pattern; NaN
    becomes the upper half of the NaN pattern, 0x7FFF).
@@ -386,7 +386,7 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
 
     1. ``accumulator`` must be ``"sm90-bf16"`` (BackendError otherwise).
     2. The operands are checked as the spec checks them
-       (:func:`fp4spec.accumulator_models.check_operands`: rank 2, blocked along K, equal K,
+       (:func:`fp4spec.matmul_operands.check_operands`: rank 2, blocked along K, equal K,
        K a multiple of 16, c float32 (M, N)); their schemes must be ones the kernel takes
        (:func:`operand_format`).
     3. Codes are packed (low nibble first) on ``device``, ``g = fp32(gA * gB)``, and
@@ -399,7 +399,8 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     """
     import torch
 
-    from fp4spec.accumulator_models import check_operands, get_accumulator
+    from fp4spec.accumulator_models import get_accumulator
+    from fp4spec.matmul_operands import check_operands
 
     model = get_accumulator(accumulator)
     if model.name not in GEMM_ACCUMULATORS:

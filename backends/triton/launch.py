@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
+import numpy as np
 import torch
 import triton
 
@@ -274,6 +275,50 @@ def cols_tile_launch(p: Plan, ts, packed, scales, cpad):
 
 
 # -- the generic tile kernel ------------------------------------------------------------------------------
+
+
+# -- the kernels' float32 constants ------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _consts(rcp_max, sr_scale, device):
+    ts = torch.zeros(4 + 128, dtype=torch.float32, device=device)
+    ts[2] = rcp_max
+    ts[3] = sr_scale
+    return ts
+
+
+def _rcp_max(sch) -> float:
+    return float(tb.f32(np.float32(1.0) / np.float32(sch.max_elem)))
+
+
+def mx_consts(sch, dev, sr_bits: int = 8):
+    """The kernels' float32 constants ts for an MX scheme: [-, -, fp32(1/max_elem), 2^sr_bits,
+    -]; one cached tensor per device (the kernels only read it)."""
+    return _consts(_rcp_max(sch), float(1 << int(sr_bits)), str(dev))
+
+
+def two_level_consts(sch, dev, *, amax=None, s_enc_dec=None, sr_bits: int = 8):
+    """A new float32 tensor ts = [S_enc, S_dec, fp32(1/max_elem), 2^sr_bits, the 128 TE element
+    multipliers per scale code] for a two-level scheme, written by one kernel
+    (:func:`.kernels.tile.two_level_consts_kernel`): from the global ``amax`` (0-d float32
+    tensor on dev; the steps of ``torch_backend.tensor_scale``) or from ``s_enc_dec`` (0-d
+    tensors, or numbers taken as float32). ts[1] is the call's ``global_scale``, so ts is not
+    shared between calls."""
+    ts = torch.empty(4 + 128, dtype=torch.float32, device=dev)
+    num = tb.f32(np.float32(sch.scale_bound) * np.float32(sch.max_elem))
+    kw = dict(num=num, rcp_max=_rcp_max(sch), sr_scale=float(1 << int(sr_bits)), num_warps=1)
+    if amax is not None:
+        a = amax.reshape(1)
+        tile.two_level_consts_kernel[(1,)](a, a, a, ts, 0.0, 0.0, MODE=0, **kw)
+        return ts
+    s_enc, s_dec = s_enc_dec
+    if isinstance(s_enc, torch.Tensor) or isinstance(s_dec, torch.Tensor):
+        se = torch.as_tensor(s_enc, device=dev).reshape(1).to(torch.float32)
+        sd = torch.as_tensor(s_dec, device=dev).reshape(1).to(torch.float32)
+        tile.two_level_consts_kernel[(1,)](ts, se, sd, ts, 0.0, 0.0, MODE=1, **kw)
+    else:
+        tile.two_level_consts_kernel[(1,)](ts, ts, ts, ts, tb.f32(s_enc), tb.f32(s_dec), MODE=2, **kw)
+    return ts
 
 
 def as_matrix(x, axis):

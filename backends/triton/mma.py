@@ -17,6 +17,7 @@ from . import capability
 from .capability import interpret
 from .config import DEFAULT_CONFIG, resolve_config
 from .kernels import rht_mma
+from .launch import as_matrix, like_matrix, mx_consts, scheme_flags, two_level_consts
 
 
 def t_matrix_bits(signs):
@@ -79,7 +80,6 @@ def as_bf16(x):
 def rht_apply(x2, M, N, sxm, sxn, r, config=None):
     """The mma RHT of the logical M x N matrix along N (x2 bf16, logical x[m, n] =
     x2[m * sxm + n * sxn]) as a float32 tensor of x2's shape and stride order."""
-    from .launch import like_matrix
 
     BM, w = (DEFAULT_CONFIG if config is None else config).mma_apply
     y2, sym, syn = like_matrix(x2, sxm, sxn)
@@ -112,21 +112,20 @@ def fused_ok(sch, rounding, scale_layout, rowwise, out_bf16=True) -> bool:
             and not sch.is_2d and sch.block_size in (16, 32) and rounding == "rne" and scale_layout == "plain")
 
 
-def quantize_packed_mma(x, sch, r, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, s_enc_dec=None, seed=None,
-                        scale_layout="plain", BM=None, BN=None, num_warps=None, variant=None, config=None):
-    """:func:`.quantize.quantize_packed` for an ``"mma:..."`` RHT ``r`` (same arguments and
-    result). Fused (variant ``rows``) for rowwise E2M1 RNE 1 x 16 / 1 x 32 blocks with plain
-    scales; otherwise (``unfused``) the transform goes to a float32 temporary
-    (:func:`rht_apply`) that the other kernels quantize."""
-    from . import quantize as q
-
+def quantize_fused_or_transform(x, sch, r, *, axis=-1, rounding="rne", rbits=None, seed=None, s_enc_dec=None,
+                                scale_layout="plain", BM=None, num_warps=None, variant=None, config=None):
+    """:func:`.quantize.quantize_packed` with an ``"mma:..."`` RHT ``r``: fused (variant
+    ``rows``) for rowwise E2M1 RNE 1 x 16 / 1 x 32 blocks with plain scales, returning
+    quantize_packed's dict; otherwise (``unfused``) the transform of x into a float32
+    temporary (:func:`rht_apply`), returned as ``{"y", "axis", "rbits"}`` for quantize_packed
+    to quantize without the RHT."""
     cfg = resolve_config(config)
     if variant not in (None, "rows", "unfused"):
         raise ValueError(f"variant: {variant!r} with an mma rht: None, 'rows' or 'unfused'")
     if r.size != 16:
         raise NotImplementedError(f"rht: size {r.size} (triton mma kernels: 16)")
     x = as_bf16(tb.as_torch(x))
-    x2, M, N, sxm, sxn = q.as_matrix(x, axis)
+    x2, M, N, sxm, sxn = as_matrix(x, axis)
     K = sch.block_size
     if N % K or M % sch.tile_rows:
         raise ValueError(f"x: the {M} x {N} matrix is not a whole number of {sch.block_shape} blocks")
@@ -141,19 +140,17 @@ def quantize_packed_mma(x, sch, r, *, axis=-1, rounding="rne", rbits=None, sr_bi
         y2 = rht_apply(x2, M, N, sxm, sxn, r, cfg)
         rb = None if rbits is None else tb.as_torch(rbits, x.device).expand(x.shape).reshape(x2.shape)
         last = x.dim() == 1 or axis % x.dim() == x.dim() - 1
-        return q.quantize_packed(y2, sch, axis=-1 if last else 0, rounding=rounding, rbits=rb, sr_bits=sr_bits,
-                                 s_enc_dec=s_enc_dec, seed=seed, scale_layout=scale_layout, BM=BM, BN=BN,
-                                 num_warps=num_warps, config=cfg)
+        return {"y": y2, "axis": -1 if last else 0, "rbits": rb}
     if rounding != "rne" or rbits is not None or seed is not None:
         raise ValueError("rbits, seed: only used with rounding='sr'")
     dev = x.device
     g = None
     if sch.structure == "two_level":
         amax = rht_amax(x2, r, cfg) if s_enc_dec is None else None
-        ts = q.two_level_consts(sch, dev, amax=amax, s_enc_dec=s_enc_dec)
+        ts = two_level_consts(sch, dev, amax=amax, s_enc_dec=s_enc_dec)
         g = ts[1]
     else:
-        ts = q.mx_consts(sch, dev)
+        ts = mx_consts(sch, dev)
     packed = torch.empty((M, N // 2), dtype=torch.uint8, device=dev)
     scales = torch.empty((M, N // K), dtype=torch.uint8, device=dev)
     mma_launcher(x2, packed, scales, ts, sch, r, cfg, R=BM, num_warps=num_warps)()
@@ -192,7 +189,6 @@ def mma_launcher(x2, packed, scales, ts, sch, r, config=None, *, R=None, num_war
     elements, num_warps: overrides of the config's mma_rows / mma_warps; every other choice
     (TMA or pointer loads, operand rows, the rare-case check, stores, grid, registers, the
     bf16x2 encoder) is the config's ``mma_*`` fields."""
-    from .launch import scheme_flags
 
     cfg = DEFAULT_CONFIG if config is None else config
     K = sch.block_size
@@ -238,5 +234,5 @@ def mma_launcher(x2, packed, scales, ts, sch, r, config=None, *, R=None, num_war
     return launch
 
 
-__all__ = ["as_bf16", "fused_ok", "matrices", "mma_launcher", "quantize_packed_mma", "rht_amax", "rht_apply",
+__all__ = ["as_bf16", "fused_ok", "matrices", "mma_launcher", "quantize_fused_or_transform", "rht_amax", "rht_apply",
            "t_matrix_bits", "tma_view", "wide_matrix_bits"]

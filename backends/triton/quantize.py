@@ -22,7 +22,6 @@ unfused    ``rht=`` of other shapes: the transform into a float32 temporary, the
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 import torch
@@ -34,10 +33,10 @@ from fp4spec.rht import MMA_PREFIX
 
 from .. import torch_backend as tb
 from ..base import resolve_scheme
-from . import capability, launch
+from . import capability, launch, mma
 from .config import resolve_config
 from .kernels import rowwise, tile
-from .launch import Plan, as_matrix, global_amax, rht_global_amax, tables
+from .launch import Plan, as_matrix, global_amax, mx_consts, rht_global_amax, tables, two_level_consts
 
 
 # -- the variants ---------------------------------------------------------------------------------------
@@ -185,11 +184,15 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     cfg = resolve_config(config)
     r = capability.check_request(sch, rounding, sr_bits, rht)
     if r is not None and r.arith.startswith(MMA_PREFIX):
-        from .mma import quantize_packed_mma
-
-        return quantize_packed_mma(x, sch, r, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits,
-                                   s_enc_dec=s_enc_dec, seed=seed, scale_layout=scale_layout, BM=BM, BN=BN,
-                                   num_warps=num_warps, variant=variant, config=cfg)
+        out = mma.quantize_fused_or_transform(x, sch, r, axis=axis, rounding=rounding, rbits=rbits, seed=seed,
+                                              s_enc_dec=s_enc_dec, scale_layout=scale_layout, BM=BM,
+                                              num_warps=num_warps, variant=variant, config=cfg)
+        if "packed" in out:
+            return out
+        # unfused: quantize the transformed float32 matrix (the same arguments, no RHT)
+        return quantize_packed(out["y"], sch, axis=out["axis"], rounding=rounding, rbits=out["rbits"],
+                               sr_bits=sr_bits, s_enc_dec=s_enc_dec, seed=seed, scale_layout=scale_layout, BM=BM,
+                               BN=BN, num_warps=num_warps, config=cfg)
     rp = capability.rht_params(rht)
     p = plan(x, sch, axis, rounding, rbits, sr_bits, s_enc_dec, seed, scale_layout, rp, cfg, BM, BN, num_warps)
     if variant is not None and variant not in VARIANTS:
@@ -284,48 +287,6 @@ def call_constants(p: Plan):
                 else rht_global_amax(p.x2, p.M, p.N, p.sxm, p.sxn, p.rp, p.cfg))
     ts = two_level_consts(p.sch, p.dev, amax=amax, s_enc_dec=p.s_enc_dec, sr_bits=p.sr_bits)
     return ts, ts[1]
-
-
-@lru_cache(maxsize=None)
-def _consts(rcp_max, sr_scale, device):
-    ts = torch.zeros(4 + 128, dtype=torch.float32, device=device)
-    ts[2] = rcp_max
-    ts[3] = sr_scale
-    return ts
-
-
-def _rcp_max(sch) -> float:
-    return float(tb.f32(np.float32(1.0) / np.float32(sch.max_elem)))
-
-
-def mx_consts(sch, dev, sr_bits: int = 8):
-    """The kernels' float32 constants ts for an MX scheme: [-, -, fp32(1/max_elem), 2^sr_bits,
-    -]; one cached tensor per device (the kernels only read it)."""
-    return _consts(_rcp_max(sch), float(1 << int(sr_bits)), str(dev))
-
-
-def two_level_consts(sch, dev, *, amax=None, s_enc_dec=None, sr_bits: int = 8):
-    """A new float32 tensor ts = [S_enc, S_dec, fp32(1/max_elem), 2^sr_bits, the 128 TE element
-    multipliers per scale code] for a two-level scheme, written by one kernel
-    (:func:`.kernels.tile.two_level_consts_kernel`): from the global ``amax`` (0-d float32
-    tensor on dev; the steps of ``torch_backend.tensor_scale``) or from ``s_enc_dec`` (0-d
-    tensors, or numbers taken as float32). ts[1] is the call's ``global_scale``, so ts is not
-    shared between calls."""
-    ts = torch.empty(4 + 128, dtype=torch.float32, device=dev)
-    num = tb.f32(np.float32(sch.scale_bound) * np.float32(sch.max_elem))
-    kw = dict(num=num, rcp_max=_rcp_max(sch), sr_scale=float(1 << int(sr_bits)), num_warps=1)
-    if amax is not None:
-        a = amax.reshape(1)
-        tile.two_level_consts_kernel[(1,)](a, a, a, ts, 0.0, 0.0, MODE=0, **kw)
-        return ts
-    s_enc, s_dec = s_enc_dec
-    if isinstance(s_enc, torch.Tensor) or isinstance(s_dec, torch.Tensor):
-        se = torch.as_tensor(s_enc, device=dev).reshape(1).to(torch.float32)
-        sd = torch.as_tensor(s_dec, device=dev).reshape(1).to(torch.float32)
-        tile.two_level_consts_kernel[(1,)](ts, se, sd, ts, 0.0, 0.0, MODE=1, **kw)
-    else:
-        tile.two_level_consts_kernel[(1,)](ts, ts, ts, ts, tb.f32(s_enc), tb.f32(s_dec), MODE=2, **kw)
-    return ts
 
 
 def scale_buffer(rows, cols, dev, layout):

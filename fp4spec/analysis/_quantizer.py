@@ -30,6 +30,13 @@ def quantize_function():
     return quantize
 
 
+def dequantize(qt) -> np.ndarray:
+    """float64 values of a QuantizedTensor (``fp4spec.dequantize``)."""
+    from fp4spec.quantize_api import dequantize as _dequantize
+
+    return np.asarray(_dequantize(qt), dtype=np.float64)
+
+
 def scheme_label(scheme) -> str:
     """A short name for tables: the scheme name, a descriptor's ``name``, or a callable's ``__name__``."""
     if isinstance(scheme, str):
@@ -41,7 +48,7 @@ def as_quantizer(scheme, *, rounding: str = "rne") -> Callable[[np.ndarray], np.
     """``q(x)``: quantize-dequantize along the last axis, returning float64.
 
     ``scheme`` is a scheme name or descriptor (quantized with
-    ``fp4spec.quantize_api.quantize(x, scheme, axis=-1, rounding=rounding).dequantize()``)
+    ``fp4spec.dequantize(fp4spec.quantize(x, scheme, axis=-1, rounding=rounding))``)
     or a callable ``x -> dequantized x`` (used as is; ``rounding`` is then ignored).
     """
     if callable(scheme) and not isinstance(scheme, str) and not hasattr(scheme, "element"):
@@ -55,5 +62,5 @@ def as_quantizer(scheme, *, rounding: str = "rne") -> Callable[[np.ndarray], np.
 
     def q(x):
         qt = quantize(np.asarray(x, dtype=np.float32), scheme, axis=-1, rounding=rounding)
-        return np.asarray(qt.dequantize(), dtype=np.float64)
+        return dequantize(qt)
     return q

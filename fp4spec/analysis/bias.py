@@ -17,7 +17,7 @@ import numpy as np
 from fp4spec.number_formats import Format, get_format
 from fp4spec.rounding import check_choice
 
-from ._quantizer import as_quantizer, quantize_function, scheme_label
+from ._quantizer import as_quantizer, dequantize, quantize_function, scheme_label
 
 #: Rounding modes for which the rounding interval of each grid value is an interval.
 BIAS_ROUNDINGS = ("rne", "rna", "rtz", "rdn", "rup")
@@ -173,7 +173,7 @@ def scheme_bias(x, scheme, *, rounding: str = "rne") -> dict:
         if not isinstance(scheme, str) and not hasattr(scheme, "name"):
             as_quantizer(scheme)  # raises the argument error
         qt = quantize_function()(a, scheme, axis=-1, rounding=rounding)
-        xq = np.asarray(qt.dequantize(), dtype=np.float64)
+        xq = dequantize(qt)
         g = _grid_values(qt, a.shape)
     err = xq - a64
     out = {

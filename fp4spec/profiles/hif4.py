@@ -4,7 +4,7 @@ hif4_gpu/HiF4_NVFP4_v14f16.py ``To_HiFX`` with N = 4, M = 2, G = 64, read at c8e
 The algorithm itself lives in :mod:`fp4spec.hif4` / :mod:`fp4spec.emulator.hif4`.
 """
 
-from . import Profile
+from .policy import Profile
 
 PROFILE = Profile(
     name="hif4",

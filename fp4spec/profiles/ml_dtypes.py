@@ -21,7 +21,7 @@ overflow="nan", underflow="saturate")`` is the ml_dtypes 0.7 cast. ml_dtypes 0.5
 E8M0 ties to the even *code* (3.0 -> 2); fp4spec requires 0.5.1 or newer.
 """
 
-from . import Profile
+from .policy import Profile
 
 #: The ml_dtypes releases this profile describes (pyproject.toml allows exactly these).
 VERSIONS = ">=0.5.1,<0.8"

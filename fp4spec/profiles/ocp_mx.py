@@ -7,7 +7,7 @@ are divided by an exact power of two), following gfloat, TOSA and microxcaling w
 agree (zero block -> 2^-127) and torchao's NaN byte 0xFF for a non-finite block.
 """
 
-from . import Profile
+from .policy import Profile
 
 PROFILE = Profile(
     name="ocp",

@@ -15,7 +15,7 @@ a few ulps above a power of two; ``nvfp4_quantize`` divides by a zero per-tensor
 the tensor amax is 0 or below about 2688 * 2^-149 (the block scales become NaN, 0xFF on x86).
 """
 
-from . import Profile
+from .policy import Profile
 
 PROFILE = Profile(
     name="torchao",

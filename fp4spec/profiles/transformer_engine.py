@@ -8,7 +8,7 @@ Python file: a zero or non-finite global amax gives S_enc = 1, as the kernel com
 ("If global amax is 0 or infinity, return 1"); the Python file only replaces S_enc == 0.
 """
 
-from . import Profile
+from .policy import Profile
 
 PROFILE = Profile(
     name="te",

@@ -15,11 +15,11 @@ import fp4spec
 from fp4spec.accumulator_models import (
     AccumulatorModel,
     accumulators,
-    check_operands,
     get_accumulator,
     register_accumulator,
     unregister_accumulator,
 )
+from fp4spec.matmul_operands import check_operands
 from fp4spec.conformance.matmul_properties import operand_from_values, schemes_for
 from fp4spec.gemm_reference import (
     fma32,

@@ -49,11 +49,11 @@ def ref_transform_row(x_row, t, model) -> list[float]:
         for k0 in range(0, size, model.k_step):
             a_ops = [float(x_row[k]) for k in range(k0, k0 + model.k_step)]
             b_ops = [float(t[k][j]) for k in range(k0, k0 + model.k_step)]
-            special = R._fp64_special(list(zip(a_ops, b_ops)), acc)
+            special = R.fp64_special(list(zip(a_ops, b_ops)), acc)
             if special is not None:
                 acc = special
             else:
-                acc = R.fdpa_step(R._terms_operand(a_ops, b_ops, model, BF16), acc, model)
+                acc = R.fdpa_step(R.terms_operand(a_ops, b_ops, model, BF16), acc, model)
         out.append(acc)
     return out
 
@@ -383,3 +383,25 @@ def test_quantize_with_the_mma_rht_is_the_composition(scheme):
     assert q64.rht.spec == "64/mma:sm90-bf16"
     with pytest.raises(ValueError, match="x: arith 'mma:sm90-bf16'"):
         fp4spec.quantize(x + np.float32(2.0 ** -12), scheme, rht=r)
+
+
+def test_step_m4_the_emulator_installs_equals_the_spec_reference():
+    """The spec defines step M4 by its scalar reference (fp4spec.rht.mma_dot_reference); the
+    emulator installs its vectorized twin (fp4spec.emulator.rht.mma_dot) when imported. Both,
+    on every adversarial row and both transform matrices: the same float32 bits (NaN as NaN)."""
+    import sys
+
+    from fp4spec.emulator.rht import mma_dot
+
+    spec_rht = sys.modules["fp4spec.rht"]  # the module; fp4spec.rht is the function
+
+    assert spec_rht._mma_dot is mma_dot  # import fp4spec installed it
+    model = get_accumulator("sm90-bf16")
+    rows = np.stack(ADVERSARIAL)
+    for inverse in (False, True):
+        t = mma_transform_matrix(16, TE_SIGNS, inverse)
+        want = spec_rht.mma_dot_reference(rows, t, model)
+        got = mma_dot(rows, t, model)
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        np.testing.assert_array_equal(got.view(np.uint32)[ok], want.view(np.uint32)[ok])

@@ -1,0 +1,140 @@
+"""Operands of a block-scaled matmul, checked for an accumulator model.
+
+:func:`check_operands` is step 2 of :func:`fp4spec.matmul` and of the scalar reference
+:func:`fp4spec.gemm_reference.matmul_reference`: one validation for every implementation,
+so a bad operand gets the same message whichever computes the product.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .accumulator_models import AccumulatorModel, representable, element_carrier
+from .quantized import QuantizedTensor
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulOperands:
+    """Validated operands of a matmul: shapes, the tensor-scale product and c."""
+
+    m: int          # rows of A (qa.shape[0]; padding rows of 2-d tiles excluded)
+    n: int          # rows of B (qb.shape[0])
+    k: int          # K of the unpadded operands
+    k_padded: int   # K of the stored codes (the K loop runs over these; padding is +0)
+    g: np.float32 | None   # fp32(gA * gB), None when neither operand has a tensor scale
+    c: np.ndarray | None   # float32 (m, n) or None (+0)
+
+
+def _element_ok(model: AccumulatorModel, q, arg: str):
+    sch = q.scheme
+    if sch.structure == "hif4":
+        raise ValueError(f"{arg}: the 'hif4' scheme has no published dot-product datapath (its "
+                         f"accumulation is unknown); matmul supports MX and two-level schemes")
+    fmt = sch.element
+    if model.elements is not None and fmt.name not in model.elements:
+        raise ValueError(f"{arg}: element format {fmt.name!r} ({sch.name}) is not taken by accumulator "
+                         f"{model.name!r}; allowed: {', '.join(map(repr, model.elements))}")
+    bad = set(fmt.nan_codes) | set(fmt.inf_codes)
+    if bad:
+        codes = np.asarray(q.codes)
+        hit = np.isin(codes, sorted(bad))
+        if hit.any():
+            code = int(codes[hit].flat[0])
+            raise ValueError(f"{arg}: element code 0x{code:02X} of {fmt.name} is NaN or Inf; matmul needs "
+                             f"finite elements (NaN enters through scales and c)")
+    if np.asarray(q.codes).size and int(np.max(q.codes)) >= 1 << fmt.bits:
+        raise ValueError(f"{arg}: element codes must be below 2^{fmt.bits} for {fmt.name}")
+    if np.asarray(q.scales).size and int(np.max(q.scales)) >= 1 << sch.scale.bits:
+        raise ValueError(f"{arg}: scale codes must be below 2^{sch.scale.bits} for {sch.scale.name}")
+
+
+def tensor_scale_product(ga, gb) -> np.float32 | None:
+    """fp32(gA * gB), the epilogue multiplier of two operands' tensor scales (a missing
+    tensor scale counts as 1); None when neither operand has one."""
+    if ga is None and gb is None:
+        return None
+    with np.errstate(all="ignore"):
+        return np.float32(np.float32(1.0 if ga is None else ga) * np.float32(1.0 if gb is None else gb))
+
+
+def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
+    """Validate ``qa`` (M x K) and ``qb`` (N x K) for ``model``; raise a clear error otherwise.
+
+    1. Both are :class:`~fp4spec.quantized.QuantizedTensor` of rank 2, blocked along the
+       last axis (K), with the same K and the same padded K.
+    2. The schemes are not HiF4; the element codes are finite; the element formats and the
+       ``(scale format, block size)`` pairs are ones the model takes (hardware models: A and
+       B with the same pair).
+    3. Step constraints: ``fdpa``: the padded K is a multiple of ``k_step``; ``"group"``
+       scales: ``group_size`` divides both block sizes; ``fdpa2``: equal block sizes, each a
+       multiple of ``group_size``.
+    4. M = ``qa.shape[0]`` and N = ``qb.shape[0]``, the operands' own rows: rows that
+       ``quantize(pad=True)`` stored to fill 2-d tiles (``nvfp4_2d``) are not part of A or B
+       and the result is M x N. (K is the stored, padded K: padding elements are +0 and
+       take part in the K steps.) ``c`` is None or a float32 array of shape (M, N).
+    5. The tensor-scale product ``g = fp32(gA * gB)`` (a missing tensor scale counts as 1;
+       None when both are missing).
+    """
+    for arg, q in (("qa", qa), ("qb", qb)):
+        if not isinstance(q, QuantizedTensor):
+            raise TypeError(f"{arg}: expected a QuantizedTensor (fp4spec.quantize(x, scheme)), got {type(q).__name__}")
+        if len(q.shape) != 2:
+            raise ValueError(f"{arg}: matmul needs a 2-d (rows x K) tensor, got shape {q.shape}")
+        if q.axis != 1:
+            raise ValueError(f"{arg}: quantized along axis {q.axis}; matmul needs the blocks along K, the last "
+                             f"axis (quantize(x, scheme, axis=-1))")
+        _element_ok(model, q, arg)
+    if qa.shape[1] != qb.shape[1]:
+        raise ValueError(f"qa, qb: K differs ({qa.shape[1]} vs {qb.shape[1]}); C = A . B^T needs A (M x K), B (N x K)")
+    kp = qa.codes.shape[1]
+    if qb.codes.shape[1] != kp:
+        raise ValueError(f"qa, qb: padded K differs ({kp} vs {qb.codes.shape[1]}); quantize both with the same "
+                         f"block size and pad")
+    sa, sb = qa.scheme, qb.scheme
+    pair_a, pair_b = (sa.scale.name, sa.block_size), (sb.scale.name, sb.block_size)
+    if model.scale_blocks is not None:
+        for arg, pair in (("qa", pair_a), ("qb", pair_b)):
+            if pair not in model.scale_blocks:
+                raise ValueError(f"{arg}: scale {pair[0]} with blocks of {pair[1]} is not taken by accumulator "
+                                 f"{model.name!r}; allowed (scale, block): {', '.join(map(str, model.scale_blocks))}")
+        if pair_a != pair_b:
+            raise ValueError(f"qa, qb: accumulator {model.name!r} needs the same scale format and block size for "
+                             f"A and B, got {pair_a} and {pair_b}")
+    if model.algorithm == "fdpa" and kp % model.k_step:
+        raise ValueError(f"qa, qb: K={kp} is not a multiple of the {model.name!r} step k={model.k_step}; pad A and "
+                         f"B along K with zeros (a kernel pads too, and must choose the padding's scale)")
+    if model.scales == "group":
+        for arg, s in (("qa", sa), ("qb", sb)):
+            if s.block_size % model.group_size:
+                raise ValueError(f"{arg}: block size {s.block_size} is not a multiple of the group size "
+                                 f"{model.group_size} of {model.name!r}")
+    if model.algorithm == "fdpa2":
+        if sa.block_size != sb.block_size:
+            raise ValueError(f"qa, qb: {model.name!r} scales whole blocks; A and B need the same block size, "
+                             f"got {sa.block_size} and {sb.block_size}")
+        if sa.block_size % model.group_size:
+            raise ValueError(f"qa, qb: block size {sa.block_size} is not a multiple of the {model.name!r} group "
+                             f"size {model.group_size}")
+    if model.algorithm == "fdpa2":
+        for arg, q in (("qa", qa), ("qb", qb)):
+            fmt = q.scheme.element
+            car = element_carrier(model, fmt)
+            for code in np.unique(np.asarray(q.codes)):
+                v = fmt.decode_exact(int(code))
+                if not representable(v, car):
+                    raise ValueError(f"{arg}: element value {float(v):g} ({fmt.name} code 0x{int(code):02X}) is "
+                                     f"not representable in {car.name}, the FP8 type of {model.name!r}")
+    m, n = qa.shape[0], qb.shape[0]
+    c32 = None
+    if c is not None:
+        c32 = np.asarray(c)
+        if c32.dtype != np.float32:
+            raise TypeError(f"c: expected a float32 array, got dtype {c32.dtype}")
+        if c32.shape != (m, n):
+            raise ValueError(f"c: expected shape ({m}, {n}) (M x N), got {c32.shape}")
+    return MatmulOperands(m, n, qa.shape[1], kp, tensor_scale_product(qa.global_scale, qb.global_scale), c32)
+
+
+__all__ = ["MatmulOperands", "check_operands", "tensor_scale_product"]
