@@ -1,7 +1,7 @@
 """fp4spec.conformance: check any backend against the spec, bit for bit.
 
 * :func:`run` -- check a backend (``"numpy"``, ``"pkg.mod:Name"``, a class or instance);
-  returns a :class:`Report`. ``fp4spec conform`` is :func:`fp4spec.conformance.runner.main`.
+  returns a :class:`Report`. ``fp4spec conform`` is :func:`fp4spec.conformance.command.main`.
 * :data:`PROPERTIES` -- the conformance properties (:mod:`.properties`).
 * :mod:`.strategies` -- hypothesis strategies for adversarial inputs (ties and one ulp
   beside them, binade-edge amaxes, subnormals, wide ranges, zero/NaN/Inf blocks, extreme

@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from fp4spec.backends.base import BackendError
-from fp4spec.cli import add_deprecated, parse_args
+from fp4spec.cli_options import add_deprecated, parse_args
 from fp4spec.rounding import ROUNDING_MODES
 
 from .loading import load_backend, capabilities
@@ -163,3 +163,7 @@ def main(argv=None) -> int:
 
 
 __all__ = ["build_parser", "describe_claims", "main"]
+
+
+if __name__ == "__main__":  # python -m fp4spec.conformance.command --backend ...
+    sys.exit(main())

@@ -193,11 +193,45 @@ class Tensors(Gen):
         return builders.build_tensor(rng, sch, ks, block_rows=rows, block_cols=cols, amax=g, spread=spread)
 
     def strategy(self):
-        from . import strategies
-
         exps = self.exponents.strategy() if isinstance(self.exponents, Exponents) else self.exponents
-        return strategies.tensors(self.scheme, self.kinds, max_block_rows=self.max_block_rows,
-                                  max_block_cols=self.max_block_cols, spreads=self.spreads, exponents=exps)
+        return tensors_strategy(resolve_scheme(self.scheme), self.kinds, max_block_rows=self.max_block_rows,
+                                max_block_cols=self.max_block_cols, spreads=self.spreads, exponents=exps)
+
+
+def amax_significands_strategy(sch):
+    """The hypothesis twin of :func:`draw_significand`: scale-rule edge significands or any in [1, 2)."""
+    from hypothesis import strategies as st
+
+    return st.one_of(st.sampled_from(builders.amax_significands(sch)), st.floats(1.0, 2.0, exclude_max=True, width=32))
+
+
+def tensors_strategy(sch, kinds=None, *, max_block_rows: int = 3, max_block_cols: int = 3, spreads=SPREADS,
+                     exponents=None):
+    """The hypothesis strategy of :class:`TensorFamily` (``fp4spec.conformance.strategies.tensors``):
+    a 2-D float32 tensor of whole blocks, each of a kind drawn from ``kinds`` (default: every
+    kind that fits the scheme); the values are built by :mod:`.builders` from a drawn seed."""
+    from hypothesis import strategies as st
+
+    pool = builders.kinds_for(sch, kinds or BLOCK_KINDS)
+    if not pool:
+        raise ValueError(f"kinds: none of {kinds!r} applies to {sch.name!r}")
+
+    @st.composite
+    def draw_tensor(draw):
+        ks_pool = pool
+        if "nonfinite" in pool and len(pool) > 1 and not draw(st.booleans()):
+            ks_pool = tuple(k for k in pool if k != "nonfinite")  # a NaN/Inf block fixes the NVFP4 tensor scale at 1
+        rows = draw(st.integers(1, max_block_rows))
+        cols = draw(st.integers(1, max_block_cols))
+        ks = draw(st.lists(st.sampled_from(ks_pool), min_size=rows * cols, max_size=rows * cols))
+        exp = draw(exponents if exponents is not None else amax_exponents().strategy())
+        sig = draw(amax_significands_strategy(sch))
+        spread = draw(st.sampled_from(tuple(spreads)))
+        rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+        g = builders.global_amax(rng, sch, exp, sig)
+        return builders.build_tensor(rng, sch, ks, block_rows=rows, block_cols=cols, amax=g, spread=spread)
+
+    return draw_tensor()
 
 
 # -- the named tensor families (strategies.py exposes each as a hypothesis strategy) -----------------
@@ -305,10 +339,32 @@ class Cases(Gen):
         return Case(x, r)
 
     def strategy(self):
-        from . import strategies
+        return cases_strategy(self.rounding, self._tensors().strategy(), sr_bits=self.sr_bits,
+                              constant_rbits=self.constant_rbits)
 
-        return strategies.cases(self.scheme, self.rounding, self._tensors().strategy(), sr_bits=self.sr_bits,
-                                constant_rbits=self.constant_rbits)
+
+def rbits_strategy(shape, sr_bits: int = 8, *, constant: bool = False):
+    """The hypothesis twin of :func:`draw_rbits` (``fp4spec.conformance.strategies.rbits``)."""
+    from hypothesis import strategies as st
+
+    if constant:
+        return st.integers(0, (1 << sr_bits) - 1).map(lambda r: np.full(shape, r, np.uint32))
+    return st.builds(lambda style, seed: builders.build_rbits(np.random.default_rng(seed), shape, sr_bits, style),
+                     st.sampled_from(RBITS_STYLES), st.integers(0, 2 ** 32 - 1))
+
+
+def cases_strategy(rounding: str, tensors, *, sr_bits: int = 8, constant_rbits: bool = False):
+    """The hypothesis twin of :class:`Cases` (``fp4spec.conformance.strategies.cases``): a
+    :class:`Case` of a tensor drawn from the strategy ``tensors``, with random bits for ``"sr"``."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def draw_case(draw):
+        x = draw(tensors)
+        r = draw(rbits_strategy(x.shape, sr_bits, constant=constant_rbits)) if rounding == "sr" else None
+        return Case(x, r)
+
+    return draw_case()
 
 
 __all__ = ["Case", "Cases", "memo", "EXTREME_EXPONENTS", "Exponents", "Gen", "OneOf", "SPREADS", "Seeded", "Tensors",

@@ -537,18 +537,7 @@ def _needs_hypothesis() -> None:
                          "the run draws its examples with numpy") from None
 
 
-def main(argv=None) -> int:
-    """``fp4spec conform ...``; returns the exit code (0 conforms, 1 departs, 2 usage error)."""
-    from .command import main as command_main
-
-    return command_main(argv)
-
-
 __all__ = ["BackendUnavailable", "DEFAULT_MATMUL_MAX_EXAMPLES", "DEFAULT_MAX_EXAMPLES", "DEFAULT_SEED",
            "MATMUL_PROPERTIES", "MatmulItem", "StderrProgress", "THOROUGH_MATMUL_MAX_EXAMPLES",
-           "THOROUGH_MAX_EXAMPLES", "derive_seed", "main", "new_row", "plan", "plan_matmul", "run", "run_checks",
+           "THOROUGH_MAX_EXAMPLES", "derive_seed", "new_row", "plan", "plan_matmul", "run", "run_checks",
            "run_examples", "run_matmul_row", "run_property", "split_properties"]
-
-
-if __name__ == "__main__":  # python -m fp4spec.conformance.runner --backend ...
-    sys.exit(main())

@@ -50,32 +50,15 @@ def amax_exponents(lo: int = -149, hi: int = 127) -> st.SearchStrategy[int]:
 
 def amax_significands(scheme) -> st.SearchStrategy[float]:
     """Scale-rule edge significands (1.0, 1.5, 1.75, just below 2, one ulp beside them) or any in [1, 2)."""
-    sch = resolve_scheme(scheme)
-    return st.one_of(st.sampled_from(builders.amax_significands(sch)),
-                     st.floats(1.0, 2.0, exclude_max=True, width=32))
+    return gen.amax_significands_strategy(resolve_scheme(scheme))
 
 
-@st.composite
-def tensors(draw, scheme, kinds=None, *, max_block_rows: int = 3, max_block_cols: int = 3, spreads=SPREADS,
-            exponents: st.SearchStrategy[int] | None = None) -> np.ndarray:
+def tensors(scheme, kinds=None, *, max_block_rows: int = 3, max_block_cols: int = 3, spreads=SPREADS,
+            exponents: st.SearchStrategy[int] | None = None) -> st.SearchStrategy[np.ndarray]:
     """A 2-D float32 tensor of whole blocks, each of a kind drawn from ``kinds``
     (default: every kind that fits the scheme)."""
-    sch = resolve_scheme(scheme)
-    pool = builders.kinds_for(sch, kinds or BLOCK_KINDS)
-    if not pool:
-        raise ValueError(f"kinds: none of {kinds!r} applies to {sch.name!r}")
-    if "nonfinite" in pool and len(pool) > 1 and not draw(st.booleans()):
-        pool = tuple(k for k in pool if k != "nonfinite")  # a NaN/Inf block fixes the NVFP4 tensor scale at 1
-    rows = draw(st.integers(1, max_block_rows))
-    cols = draw(st.integers(1, max_block_cols))
-    ks = draw(st.lists(st.sampled_from(pool), min_size=rows * cols, max_size=rows * cols))
-    exp = draw(exponents if exponents is not None else amax_exponents())
-    sig = draw(amax_significands(sch))
-    spread = draw(st.sampled_from(tuple(spreads)))
-    seed = draw(st.integers(0, 2 ** 32 - 1))
-    rng = np.random.default_rng(seed)
-    g = builders.global_amax(rng, sch, exp, sig)
-    return builders.build_tensor(rng, sch, ks, block_rows=rows, block_cols=cols, amax=g, spread=spread)
+    return gen.tensors_strategy(resolve_scheme(scheme), kinds, max_block_rows=max_block_rows,
+                                max_block_cols=max_block_cols, spreads=spreads, exponents=exponents)
 
 
 def tie_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
@@ -131,22 +114,15 @@ def adversarial_tensors(scheme, **kw) -> st.SearchStrategy[np.ndarray]:
 def rbits(shape, sr_bits: int = 8, *, constant: bool = False) -> st.SearchStrategy[np.ndarray]:
     """Random bits for ``rounding="sr"`` (uint32 in [0, 2^sr_bits)): uniform, all 0, all max,
     or a mixture; ``constant=True``: one value everywhere (for monotonicity)."""
-    top = (1 << sr_bits) - 1
-    if constant:
-        return st.integers(0, top).map(lambda r: np.full(shape, r, np.uint32))
-    styles = st.sampled_from(gen.RBITS_STYLES)
-    return st.builds(lambda style, seed: builders.build_rbits(np.random.default_rng(seed), shape, sr_bits, style),
-                     styles, st.integers(0, 2 ** 32 - 1))
+    return gen.rbits_strategy(shape, sr_bits, constant=constant)
 
 
-@st.composite
-def cases(draw, scheme, rounding: str = "rne", tensor_strategy=None, *, sr_bits: int = 8,
-          constant_rbits: bool = False) -> Case:
+def cases(scheme, rounding: str = "rne", tensor_strategy=None, *, sr_bits: int = 8,
+          constant_rbits: bool = False) -> st.SearchStrategy[Case]:
     """A :class:`Case`: a tensor from ``tensor_strategy`` (default :func:`adversarial_tensors`)
     plus random bits when ``rounding == "sr"``."""
-    x = draw(tensor_strategy if tensor_strategy is not None else adversarial_tensors(scheme))
-    r = draw(rbits(x.shape, sr_bits, constant=constant_rbits)) if rounding == "sr" else None
-    return Case(x, r)
+    tensors = tensor_strategy if tensor_strategy is not None else adversarial_tensors(scheme)
+    return gen.cases_strategy(rounding, tensors, sr_bits=sr_bits, constant_rbits=constant_rbits)
 
 
 def element_values(fmt) -> st.SearchStrategy[float]:

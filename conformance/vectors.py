@@ -62,7 +62,7 @@ import sys
 import numpy as np
 
 from fp4spec.backends.base import BackendError, as_numpy, resolve_scheme, scheme_spec
-from fp4spec.cli import parse_args
+from fp4spec.cli_options import parse_args
 from fp4spec.rounding import ROUNDING_MODES
 
 from . import builders

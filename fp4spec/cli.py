@@ -9,39 +9,8 @@ import io
 import json
 import sys
 
+from .cli_options import DeprecatedAlias, add_deprecated, parse_args  # noqa: F401 -- shared by the subcommands
 from .number_formats import formats, get_format
-
-
-class DeprecatedAlias(argparse.Action):
-    """An old option name that still works, with a one-line note on stderr naming the new one."""
-
-    def __init__(self, option_strings, dest, new: str = "", target_action: str = "store", **kw):
-        self.new, self.target_action = new, target_action
-        super().__init__(option_strings, dest, **kw)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"{parser.prog}: note: {option_string} is deprecated; use {self.new}", file=sys.stderr)
-        if self.target_action == "store_true":
-            setattr(namespace, self.dest, True)
-        elif self.target_action == "extend":
-            setattr(namespace, self.dest, (getattr(namespace, self.dest, None) or []) + list(values))
-        else:
-            setattr(namespace, self.dest, values)
-
-
-def add_deprecated(p, old: str, new: str, dest: str, kind: str, **kw) -> None:
-    """Add ``old`` as a hidden, deprecated spelling of option ``new`` (same ``dest``)."""
-    nargs = {"store_true": 0, "extend": "+"}.get(kind)
-    p.add_argument(old, dest=dest, action=DeprecatedAlias, new=new, target_action=kind, nargs=nargs,
-                   help=argparse.SUPPRESS, **kw)
-
-
-def parse_args(parser: argparse.ArgumentParser, argv):
-    """``(args, None)``, or ``(None, exit code)`` where argparse would exit (``--help``: 0, a bad option: 2)."""
-    try:
-        return parser.parse_args(argv), None
-    except SystemExit as exc:
-        return None, int(exc.code or 0)
 
 
 def _cmd_formats(args) -> int:
@@ -86,7 +55,7 @@ def _cmd_profiles(args) -> int:
 #: whose ``main(argv)`` runs them, the optional package it needs, the extra that installs it,
 #: what needs it, the help line.
 _DELEGATED = {
-    "conform": ("conformance.runner", "hypothesis", "conform", "the conformance suite",
+    "conform": ("conformance.command", "hypothesis", "conform", "the conformance suite",
                 "check a backend bit for bit against the spec"),
     "vectors": ("conformance.vectors", "hypothesis", "conform", "the conformance suite",
                 "generate or check test vectors for hardware run elsewhere"),

@@ -386,7 +386,7 @@ def check(directory, *, seed: int = 0, schemes: Sequence = SCHEMES, quick: bool 
 
 def add_analyze_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``analyze`` subcommand to an ``argparse`` subparsers object (for fp4spec.cli)."""
-    from fp4spec.cli import add_deprecated  # the shared option spellings (imported when the CLI is built)
+    from fp4spec.cli_options import add_deprecated  # the shared option spellings
 
     p = subparsers.add_parser("analyze", help="shrinkage bias, SQNR before/after RHT and attenuation vs depth: "
                                               "a markdown report with PNG plots",

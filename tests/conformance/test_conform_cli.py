@@ -1,4 +1,4 @@
-"""``fp4spec conform`` (runner.main): exit codes, the table, report files."""
+"""``fp4spec conform`` (command.main): exit codes, the table, report files."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 
 from fp4spec.backends import Availability, NumpyBackend
 from fp4spec.conformance.report import Counterexample, PropertyResult, Report, render_markdown, render_text
-from fp4spec.conformance.runner import main
+from fp4spec.conformance.command import main
 
 
 def test_numpy_run_exits_0_and_prints_the_summary(capsys):

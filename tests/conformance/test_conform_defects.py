@@ -90,7 +90,7 @@ def test_cli_subprocess_reports_ties_away(tmp_path):
     out = tmp_path / "report.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(
-        [sys.executable, "-m", "fp4spec.conformance.runner", "--backend", "tests.conformance.defects:TiesAway",
+        [sys.executable, "-m", "fp4spec.conformance.command", "--backend", "tests.conformance.defects:TiesAway",
          "--scheme", "mxfp4", "nvfp4", "--rounding", "rne", "--report", str(out)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr

@@ -20,7 +20,7 @@ from fp4spec.conformance import vectors as V
 from fp4spec.conformance.matmul_properties import FAMILIES, make_operand, schemes_for
 from fp4spec.conformance.report import render_markdown, render_text
 from fp4spec.conformance.runner import DEFAULT_MATMUL_MAX_EXAMPLES, StderrProgress
-from fp4spec.conformance.runner import main as conform_main
+from fp4spec.conformance.command import main as conform_main
 from tests.conformance import defects as D
 
 

@@ -15,7 +15,7 @@ import fp4spec
 from fp4spec.backends import Backend, Capabilities, NumpyBackend
 from fp4spec.conformance import run
 from fp4spec.conformance.contract import CONTRACT_URL
-from fp4spec.conformance.runner import main
+from fp4spec.conformance.command import main
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--max-examples", "0", "--matmul-max-examples", "0", "--no-progress"]
