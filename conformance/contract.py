@@ -10,7 +10,9 @@ The contract of ``quantize(x, scheme, ...)`` for float32 ``x`` blocked along its
 with k elements per block (:class:`fp4spec.QuantizedTensor`):
 
 * ``codes``: unsigned integers (uint8), one code per element, ``x.shape``, every value a code
-  of the element format (below ``2**bits``);
+  of the element format (below ``2**bits``); or, in a :class:`fp4spec.QuantizedTensor`, 4-bit
+  codes packed two per byte along the last axis (first element in the low nibble), which it
+  holds as stored (the report says which form it got);
 * ``scales``: unsigned integers (uint8), the scale *codes* (E8M0, UE4M3 or E6M2 bit
   patterns), ``x.shape[:-1] + (x.shape[-1] // k,)`` -- the plain layout, one per 1 x k block;
 * ``global_scale`` (two-level schemes): one float32, the tensor *decode* scale; None otherwise;
@@ -81,7 +83,8 @@ def check_quantized(q, x: np.ndarray, scheme, rbits=None, *, op: str = "quantize
     if codes.shape != x.shape:
         half = x.shape[:-1] + (x.shape[-1] // 2,)
         if el.bits == 4 and codes.shape == half:
-            hint = "this looks packed (two 4-bit codes per byte); return one code per element (fp4spec.unpack)"
+            hint = ("this looks packed (two 4-bit codes per byte); return a QuantizedTensor (it holds packed codes: "
+                    "fp4spec.QuantizedTensor(packed, scales, ...)) or one code per element")
         else:
             hint = f"codes must have x's shape {tuple(x.shape)}, one code per element"
         raise _violation(f"{op} returned codes of shape {tuple(codes.shape)} for x of shape {tuple(x.shape)}",

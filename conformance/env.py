@@ -51,8 +51,7 @@ def batchable(scheme) -> bool:
 def _rows(q, r0: int, r1: int, cols: int):
     """Rows r0:r1 of a (stacked, 2-D) quantize result (a numpy QuantizedTensor stays one)."""
     if isinstance(q, QuantizedTensor) and not q.is_torch:
-        return dataclasses.replace(q, codes=np.asarray(q.codes)[r0:r1], scales=np.asarray(q.scales)[r0:r1],
-                                   shape=(r1 - r0, cols))
+        return q.replace(codes=np.asarray(q.codes)[r0:r1], scales=np.asarray(q.scales)[r0:r1], shape=(r1 - r0, cols))
     return SimpleNamespace(codes=as_numpy(q.codes)[r0:r1], scales=as_numpy(q.scales)[r0:r1], global_scale=None,
                            e1_8=None, e1_16=None, axis=getattr(q, "axis", None), shape=(r1 - r0, cols),
                            scheme=getattr(q, "scheme", None), rht=getattr(q, "rht", None))
@@ -70,6 +69,11 @@ class Env:
         self._shapes: dict[str, set] = {}
         self._batched: dict[int, tuple] = {}  # id(x) -> (x, rbits, rht, backend rows, reference rows)
         self.batched_calls = 0
+        self.code_forms: set[str] = set()  # "packed" / "one per element": how quantize returned 4-bit codes
+
+    def record_form(self, q, scheme) -> None:
+        if isinstance(q, QuantizedTensor) and scheme is not None and scheme.element.bits == 4:
+            self.code_forms.add("packed two per byte" if q.is_packed else "one per element")
 
     def record_shape(self, spec: str, shape) -> None:
         self._shapes.setdefault(spec, set()).add(tuple(shape))
@@ -135,6 +139,7 @@ class Env:
         try:
             q = self._raw_quantize(x, t, rb, **kw)
             contract.check_quantized(q, x, t.scheme, rb)
+            self.record_form(q, t.scheme)
             if tuple(np.atleast_1d(getattr(q, "shape", x.shape))) != x.shape:
                 return
         except Departure:
@@ -166,6 +171,7 @@ class Env:
             return hit[3]
         q = self._raw_quantize(x, t, rbits, rounding, **({} if rht is None else {"rht": rht}))
         contract.check_quantized(q, x, t.scheme, rbits)
+        self.record_form(q, t.scheme)
         return q
 
     def ref_quantize(self, x, t: Target, rbits=None, rounding: str | None = None):

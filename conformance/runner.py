@@ -523,7 +523,8 @@ def run(backend, *, schemes=None, rounding=None, properties=None, max_examples: 
                 break
     if progress is not None and hasattr(progress, "close"):
         progress.close()
-    notes = "; ".join(filter(None, [avail.reason, caps.notes]))
+    forms = f"quantize returned 4-bit codes {' and '.join(sorted(env.code_forms))}" if env.code_forms else ""
+    notes = "; ".join(filter(None, [avail.reason, caps.notes, forms]))
     return Report(be.name, ran, seed=seed, max_examples=max_examples, seconds=time.perf_counter() - start,
                   notes=notes, matmul_max_examples=matmul_max_examples if mm_items else None, stopped=stopped,
                   shapes=env.shapes_by_scheme())

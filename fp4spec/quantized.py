@@ -4,7 +4,12 @@ Shapes, for x of shape ``S`` quantized along ``axis`` with blocks of k elements:
 
 * ``codes``: uint8, one code per element, x's shape (with ``pad=True`` the blocked axis --
   and for tiles the axis before it -- padded with zeros to whole blocks; the padding holds
-  the code of +0).
+  the code of +0). A QuantizedTensor holds its codes *as stored* (``data``): 4-bit elements
+  may be given packed two per byte along the blocked axis, the first element in the low
+  nibble (:func:`fp4spec.pack`, ``order="lo_first"``: the device kernels' output and the
+  layout of ``torch.float4_e2m1fn_x2``), and are then kept packed; ``codes`` is the
+  one-per-element view, unpacked on first use and cached. ``storage`` is the packed form
+  (packed on first use for codes given one per element; wider elements: the codes).
 * ``scales``: uint8 scale codes, x's shape with the blocked axis replaced by the number of
   blocks (``S[:-1] + (n_blocks,)`` for ``axis=-1``). E8M0 codes for MX, UE4M3 codes
   (0x00..0x7F, the float8_e4m3fn bit pattern) for NVFP4, E6M2 codes for HiF4. For r x k
@@ -30,7 +35,6 @@ read-only: a QuantizedTensor holds them as given, so do not modify them in place
 
 from __future__ import annotations
 
-import dataclasses
 import numbers
 import sys
 
@@ -39,7 +43,7 @@ import numpy as np
 from .block_schemes import Scheme, get_scheme
 from .rht import RHT
 
-_ARRAYS = ("codes", "scales", "e1_8", "e1_16")
+_ARRAYS = ("codes", "scales", "e1_8", "e1_16")  # the array fields; "codes" is stored as ``data``
 
 
 def _is_torch(a) -> bool:
@@ -151,12 +155,17 @@ def _moved(t: tuple, axis: int) -> tuple:
     return t[:axis] + t[axis + 1:] + (t[axis],)
 
 
+def _field(q: "QuantizedTensor", name: str):
+    return q.data if name == "codes" else getattr(q, name)
+
+
 def _check_arrays(q: "QuantizedTensor") -> None:
-    """Dtypes, code ranges and shapes of a QuantizedTensor (see ``__post_init__``)."""
+    """Dtypes, code ranges and shapes of a QuantizedTensor (see :meth:`QuantizedTensor.__init__`).
+    Sets ``is_packed``: 4-bit codes whose blocked axis holds half the padded length."""
     sch = q.scheme
     hif4 = sch.structure == "hif4"
     for name in _ARRAYS:
-        a = getattr(q, name)
+        a = _field(q, name)
         if a is None:
             if name in ("codes", "scales") or hif4:
                 raise ValueError(f"{name}: scheme {sch.name!r} needs it; got None")
@@ -165,8 +174,8 @@ def _check_arrays(q: "QuantizedTensor") -> None:
             raise ValueError(f"{name}: only HiF4 has micro-exponent bits; scheme {sch.name!r} has none, expected None")
         if _dtype_name(a) != "uint8":
             raise TypeError(f"{name}: expected uint8, got dtype {_dtype_name(a)}")
-    codes = q.codes
-    nd = codes.ndim
+    data = q.data
+    nd = data.ndim
     if nd == 0:
         raise ValueError("codes: expected an array of at least 1 dimension, got a 0-d array")
     if isinstance(q.axis, bool) or not isinstance(q.axis, numbers.Integral) or not -nd <= int(q.axis) < nd:
@@ -177,11 +186,17 @@ def _check_arrays(q: "QuantizedTensor") -> None:
     if (not isinstance(shape, (tuple, list)) or len(shape) != nd
             or not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 0 for n in shape)):
         raise ValueError(f"shape: expected {nd} non-negative integers (x's shape before padding, as the codes "
-                         f"{tuple(codes.shape)}), got {shape!r}")
+                         f"{tuple(data.shape)}), got {shape!r}")
     shape = tuple(int(n) for n in shape)
     object.__setattr__(q, "shape", shape)
-    cm, sm = _moved(tuple(codes.shape), axis), _moved(shape, axis)
     k, r = sch.block_size, sch.tile_rows
+    padded = -(-shape[axis] // k) * k
+    packed = sch.element.bits == 4 and data.shape[axis] * 2 == padded and data.shape[axis] != padded
+    object.__setattr__(q, "is_packed", packed)
+    cshape = tuple(data.shape)
+    if packed:
+        cshape = cshape[:axis] + (padded,) + cshape[axis + 1:]
+    cm, sm = _moved(cshape, axis), _moved(shape, axis)
     if sch.is_2d and nd < 2:
         raise ValueError(f"codes: scheme {sch.name!r} has {r} x {k} tiles and needs at least 2 dimensions")
     for i in range(nd):
@@ -190,21 +205,24 @@ def _check_arrays(q: "QuantizedTensor") -> None:
         block = k if i == nd - 1 else (r if sch.is_2d else ROW_PAD) if i == nd - 2 else 1
         if (cm[i] % block and (i == nd - 1 or sch.is_2d)) or not sm[i] <= cm[i] < sm[i] + block:
             where = "the blocked axis" if i == nd - 1 else ("the rows before it" if block > 1 else "an axis that is not blocked")
-            raise ValueError(f"shape: {shape} does not match the codes {tuple(codes.shape)} along {where} "
-                             f"(codes hold x's length padded to a multiple of {block}, by less than {block})")
-    want = tuple(codes.shape[:axis]) + (cm[-1] // k,) + tuple(codes.shape[axis + 1:])
+            raise ValueError(f"shape: {shape} does not match the codes {tuple(data.shape)} along {where} "
+                             f"(codes hold x's length padded to a multiple of {block}, by less than {block}"
+                             + ("; 4-bit codes may be packed two per byte: half that length)" if sch.element.bits == 4
+                                else ")"))
+    want = cshape[:axis] + (cm[-1] // k,) + cshape[axis + 1:]
     if tuple(q.scales.shape) != want:
         raise ValueError(f"scales: expected shape {want} (one scale per block of {k} along axis {axis} of the "
-                         f"codes {tuple(codes.shape)}), got {tuple(q.scales.shape)}")
+                         f"codes {cshape}), got {tuple(q.scales.shape)}")
     if hif4:
         for name, n in (("e1_8", 8), ("e1_16", 16)):
             got = tuple(getattr(q, name).shape)
             if got != want + (n,):
                 raise ValueError(f"{name}: expected shape {want + (n,)} (scales + ({n},)), got {got}")
-    top = (1 << sch.element.bits) - 1
-    m = _max_value(codes)
-    if m is not None and m > top:
-        raise ValueError(f"codes: {sch.element.name} codes are {sch.element.bits}-bit (0..{top}); found {m}")
+    if not packed:  # a packed byte holds two codes of 0..15: every byte is valid
+        top = (1 << sch.element.bits) - 1
+        m = _max_value(data)
+        if m is not None and m > top:
+            raise ValueError(f"codes: {sch.element.name} codes are {sch.element.bits}-bit (0..{top}); found {m}")
     if hif4:
         for name in ("e1_8", "e1_16"):
             m = _max_value(getattr(q, name))
@@ -220,53 +238,77 @@ def _f32_bits(g) -> np.uint32 | None:
     return np.asarray(g, dtype=np.float32).reshape(()).view(np.uint32)[()]
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+def _unpack(data, axis: int):
+    """One code per element of lo_first packed bytes along ``axis`` (numpy or torch, on its device)."""
+    if _is_torch(data):
+        import torch
+
+        c = data.movedim(axis, -1)
+        out = torch.stack((c & 0xF, c >> 4), dim=-1).reshape(*c.shape[:-1], 2 * c.shape[-1])
+        return out.movedim(-1, axis)
+    c = np.moveaxis(data, axis, -1)
+    out = np.empty(c.shape[:-1] + (2 * c.shape[-1],), np.uint8)
+    out[..., 0::2] = c & 0xF
+    out[..., 1::2] = c >> 4
+    out = np.moveaxis(out, -1, axis)
+    out.setflags(write=False)
+    return out
+
+
+_FIELDS = ("codes", "scales", "global_scale", "scheme", "axis", "shape", "e1_8", "e1_16", "backend", "rht")
+
+
 class QuantizedTensor:
     """A block-quantized tensor (see the module docstring for the fields' shapes).
 
-    ``axis`` is the (non-negative) axis the blocks run along; ``shape`` is the shape of the
-    quantized x before padding. Numpy arrays are read-only; torch tensors (all fields on one
-    device) are held as given. ``backend`` names what computed it; ``rht`` is the transform
-    the values were rotated by before quantization (None: none).
+    ``codes`` (the one-code-per-element view) and ``data`` (the codes as stored: packed two
+    per byte along the blocked axis for 4-bit elements given so), ``scales``,
+    ``global_scale``, ``scheme``, ``axis`` (non-negative, the axis the blocks run along),
+    ``shape`` (the shape of the quantized x before padding), HiF4's ``e1_8`` and ``e1_16``,
+    ``backend`` (what computed it) and ``rht`` (the transform the values were rotated by
+    before quantization, or None). Immutable; numpy arrays are read-only; torch tensors (all
+    fields on one device) are held as given. :meth:`replace` makes a changed copy.
     """
 
-    codes: np.ndarray
-    scales: np.ndarray
-    global_scale: np.float32 | None
-    scheme: Scheme
-    axis: int
-    shape: tuple[int, ...]
-    e1_8: np.ndarray | None = None
-    e1_16: np.ndarray | None = None
-    backend: str = "numpy"
-    rht: RHT | None = None
+    __slots__ = ("data", "scales", "global_scale", "scheme", "axis", "shape", "e1_8", "e1_16", "backend", "rht",
+                 "is_packed", "_codes", "_storage")
 
-    def __post_init__(self):
-        """Validate and normalize every field (ValueError / TypeError naming the field):
-        the scheme (a name or spec string is resolved), uint8 arrays, codes within the
-        element format's range, the shapes of scales and of the HiF4 bits against the codes,
-        ``shape`` against the codes (padding less than one block), a tensor scale iff the
-        scheme has one. Torch tensors off the CPU are not scanned for their values (that
+    def __init__(self, codes, scales, global_scale, scheme, axis, shape, e1_8=None, e1_16=None,
+                 backend: str = "numpy", rht: RHT | None = None):
+        """Validate and normalize every field (ValueError / TypeError naming the field): the
+        scheme (a name or spec string is resolved), uint8 arrays, codes within the element
+        format's range (or 4-bit codes packed two per byte: ``codes`` then holds half the
+        padded length along ``axis``), the shapes of scales and of the HiF4 bits against the
+        codes, ``shape`` against the codes (padding less than one block), a tensor scale iff
+        the scheme has one. Torch tensors off the CPU are not scanned for their values (that
         would synchronize the device); :meth:`to_numpy` checks them.
 
         The error carries the fields as given (``exc.rejected_fields``, a dict), so that
         conformance can say which part of the return contract a backend's result breaks."""
-        given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        given = dict(codes=codes, scales=scales, global_scale=global_scale, scheme=scheme, axis=axis, shape=shape,
+                     e1_8=e1_8, e1_16=e1_16, backend=backend, rht=rht)
+        for name, value in given.items():
+            object.__setattr__(self, "data" if name == "codes" else name, value)
+        object.__setattr__(self, "_codes", None)
+        object.__setattr__(self, "_storage", None)
         try:
             self._validate()
         except (TypeError, ValueError) as exc:
             exc.rejected_fields = given
             raise
 
+    def __setattr__(self, name, value):
+        raise AttributeError(f"QuantizedTensor is immutable: use replace({name}=...)")
+
     def _validate(self):
         object.__setattr__(self, "scheme", _as_scheme(self.scheme))
-        fields = {name: getattr(self, name) for name in _ARRAYS}
+        fields = {name: _field(self, name) for name in _ARRAYS}
         _check_global_scale_presence(self.scheme, self.global_scale)
         if any(_is_torch(a) for a in fields.values()):
             object.__setattr__(self, "global_scale", _tensor_fields(fields, self.global_scale))
         else:
             for name, a in fields.items():
-                object.__setattr__(self, name, _readonly(a))
+                object.__setattr__(self, "data" if name == "codes" else name, _readonly(a))
             if self.global_scale is not None:
                 object.__setattr__(self, "global_scale", _f32_scalar(self.global_scale))
         if not isinstance(self.backend, str) or not self.backend:
@@ -275,10 +317,42 @@ class QuantizedTensor:
             raise ValueError(f"rht: expected None or an fp4spec.rht.RHT, got {self.rht!r}")
         _check_arrays(self)
 
+    # -- the codes, as stored and one per element ------------------------------------------------
+
+    @property
+    def codes(self):
+        """One code per element (uint8, the padded shape): ``data`` itself, or ``data``
+        unpacked (on first use, then cached) when the codes are stored packed."""
+        if not self.is_packed:
+            return self.data
+        if self._codes is None:
+            object.__setattr__(self, "_codes", _unpack(self.data, self.axis))
+        return self._codes
+
+    @property
+    def storage(self):
+        """The codes as a kernel stores them: 4-bit elements packed two per byte along the
+        blocked axis (first element in the low nibble; ``data`` itself when held packed, else
+        packed on first use and cached); wider elements one code per byte."""
+        if self.is_packed or self.scheme.element.bits != 4:
+            return self.data
+        if self._storage is None:
+            object.__setattr__(self, "_storage", self.pack())
+        return self._storage
+
+    def replace(self, **changes) -> "QuantizedTensor":
+        """A new QuantizedTensor with ``changes`` applied to the constructor's fields (validated)."""
+        unknown = sorted(set(changes) - set(_FIELDS))
+        if unknown:
+            raise TypeError(f"{unknown[0]}: not a field of QuantizedTensor ({', '.join(_FIELDS)})")
+        fields = {name: (self.data if name == "codes" else getattr(self, name)) for name in _FIELDS}
+        return QuantizedTensor(**{**fields, **changes})
+
     @classmethod
     def from_moved(cls, codes, scales, global_scale, scheme: Scheme, axis: int, shape, *, e1_8=None, e1_16=None,
                    backend: str = "numpy", rht: RHT | None = None):
-        """Build from arrays whose blocked axis is last (the emulator's layout).
+        """Build from arrays whose blocked axis is last (the emulator's layout); ``codes`` one
+        per element or packed.
 
         Takes ownership: numpy arrays are made read-only, not copied; torch tensors are
         viewed, not copied.
@@ -291,7 +365,7 @@ class QuantizedTensor:
                    tuple(shape), _move_back(e1_8, axis, nd), _move_back(e1_16, axis, nd), backend=backend, rht=rht)
 
     def moved(self) -> dict:
-        """codes, scales, e1_8, e1_16 with the blocked axis last (the emulator's layout)."""
+        """codes (one per element), scales, e1_8, e1_16 with the blocked axis last (the emulator's layout)."""
         nd = len(self.shape)
         return {"codes": _moveaxis(self.codes, self.axis, -1),
                 "scales": _move_to_end(self.scales, self.axis, nd),
@@ -301,12 +375,12 @@ class QuantizedTensor:
     @property
     def is_torch(self) -> bool:
         """True if the fields are torch tensors (see :meth:`to_numpy`, :meth:`to_torch`)."""
-        return _is_torch(self.codes)
+        return _is_torch(self.data)
 
     @property
     def device(self):
         """The torch device of the fields, or ``"cpu"`` for numpy arrays."""
-        return self.codes.device if self.is_torch else "cpu"
+        return self.data.device if self.is_torch else "cpu"
 
     def to_numpy(self) -> "QuantizedTensor":
         """An equal QuantizedTensor of (read-only) numpy arrays; itself if it already is one."""
@@ -317,7 +391,7 @@ class QuantizedTensor:
             return None if a is None else a.detach().cpu().numpy()
 
         g = self.global_scale
-        return QuantizedTensor(np_(self.codes), np_(self.scales), None if g is None else np_(g).reshape(())[()],
+        return QuantizedTensor(np_(self.data), np_(self.scales), None if g is None else np_(g).reshape(())[()],
                                self.scheme, self.axis, self.shape, np_(self.e1_8), np_(self.e1_16),
                                backend=self.backend, rht=self.rht)
 
@@ -335,14 +409,14 @@ class QuantizedTensor:
         g = self.global_scale
         if g is not None and not _is_torch(g):
             g = torch.from_numpy(np.array(g, dtype=np.float32).reshape(1)).reshape(())
-        return QuantizedTensor(t_(self.codes), t_(self.scales), None if g is None else t_(g), self.scheme,
+        return QuantizedTensor(t_(self.data), t_(self.scales), None if g is None else t_(g), self.scheme,
                                self.axis, self.shape, t_(self.e1_8), t_(self.e1_16), backend=self.backend,
                                rht=self.rht)
 
     @property
     def n_blocks(self) -> int:
         """Blocks along the axis (after padding)."""
-        return self.codes.shape[self.axis] // self.scheme.block_size
+        return self.scales.shape[self.axis]
 
     @property
     def padded(self) -> bool:
@@ -359,6 +433,8 @@ class QuantizedTensor:
         from .packing import pack
 
         bits = self.scheme.element.bits
+        if self.is_packed and order == "lo_first":
+            return self.data
         if self.is_torch:
             return _pack_torch(self.codes, bits, self.scheme.element.name, order, self.axis)
         if bits == 4:
@@ -370,7 +446,7 @@ class QuantizedTensor:
     def equals(self, other: "QuantizedTensor") -> bool:
         """Bit-exact equality of every field (codes, scales, tensor-scale bits, HiF4 bits,
         scheme, axis, shape, rht), numpy and torch alike (a torch QuantizedTensor equals its
-        :meth:`to_numpy`). ``backend`` is provenance and is not compared."""
+        :meth:`to_numpy`), packed or not. ``backend`` is provenance and is not compared."""
         if not isinstance(other, QuantizedTensor):
             return False
         a, b = self.to_numpy(), other.to_numpy()
@@ -393,10 +469,14 @@ class QuantizedTensor:
         extra = "" if self.backend == "numpy" else f", backend={self.backend!r}"  # the emulator: as always
         if self.rht is not None:
             extra += f", rht={str(self.rht)!r}"
+        if self.is_packed:
+            extra += ", packed"
         if self.is_torch:
-            extra += f", device={self.codes.device}"
+            extra += f", device={self.data.device}"
+        n = self.scales.shape[self.axis] * self.scheme.block_size
+        cshape = tuple(self.data.shape[:self.axis]) + (n,) + tuple(self.data.shape[self.axis + 1:])
         return (f"QuantizedTensor(scheme={self.scheme.name!r}, shape={self.shape}, axis={self.axis}, "
-                f"codes={tuple(self.codes.shape)}, scales={tuple(self.scales.shape)}, global_scale={g}{extra})")
+                f"codes={cshape}, scales={tuple(self.scales.shape)}, global_scale={g}{extra})")
 
 
 def _pack_torch(codes, bits: int, element: str, order: str, axis: int):

@@ -419,6 +419,76 @@ def dequantize_two_level_scalar(code: int, scale_code: int, global_scale, scheme
 # Whole tensors: input preparation (step 0) and the slow reference quantizer
 # =====================================================================================
 
+#: Input dtypes every quantize accepts (numpy: ml_dtypes' bfloat16; torch: torch.bfloat16).
+INPUT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclasses.dataclass(frozen=True)
+class InputLayout:
+    """Where x's values go before blocking (step 0 of every scheme), from x's shape alone.
+
+    ``shape``: x's shape; ``axis``: its blocked axis (non-negative); ``moved``: the shape
+    with ``axis`` moved last; ``widths``: zeros added at the end of each moved axis (the
+    blocked axis, and for r x k tiles the one before it); ``padded``: the moved, padded
+    shape the blocks are cut from.
+    """
+
+    shape: tuple[int, ...]
+    axis: int
+    moved: tuple[int, ...]
+    widths: tuple[int, ...]
+
+    @property
+    def padded(self) -> tuple[int, ...]:
+        return tuple(n + w for n, w in zip(self.moved, self.widths))
+
+    @property
+    def is_padded(self) -> bool:
+        return any(self.widths)
+
+
+def input_layout(shape, dtype_name: str, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits_given=False,
+                 sr_bits: int = 8, pad: bool = False) -> InputLayout:
+    """Steps 1, 2, 4 and 5 of :func:`prepare_input` on x's shape and dtype name alone (the
+    checks every array kind shares; the values of rbits are read by the caller). ValueError
+    or TypeError naming the argument."""
+    from .rounding import check_rbits, check_rounding
+
+    if dtype_name not in INPUT_DTYPES:
+        raise TypeError(f"x: dtype {dtype_name} is not supported; pass float16, bfloat16, float32 or float64 values")
+    shape = tuple(int(n) for n in shape)
+    if not shape:
+        raise ValueError("x: a 0-d value has no axis to block along; pass at least one dimension")
+    ax = check_axis(axis, len(shape))
+    mode = check_rounding(rounding)
+    if not isinstance(pad, bool):
+        raise ValueError(f"pad: expected True or False, got {pad!r}")
+    if mode == "sr" and not rbits_given:
+        check_rbits(None, shape, sr_bits)  # names sr_bits, or the missing rbits
+    if mode != "sr" and rbits_given:
+        raise ValueError(f"rbits: only used with rounding='sr', not {mode!r}")
+    moved = shape[:ax] + shape[ax + 1:] + (shape[ax],)
+    widths = [0] * len(moved)
+    k = scheme.block_size
+    n = moved[-1]
+    if n % k:
+        if not pad:
+            raise ValueError(f"x: length {n} along axis {axis} is not a multiple of the {scheme.name} block "
+                             f"size {k}; pass pad=True to pad with zeros to {-(-n // k) * k}")
+        widths[-1] = -(-n // k) * k - n
+    if scheme.is_2d:
+        if len(moved) < 2:
+            raise ValueError(f"x: {scheme.name} uses {scheme.tile_rows}x{k} tiles over the last two axes; "
+                             f"x has one dimension")
+        rows, rt = moved[-2], scheme.tile_rows
+        if rows % rt:
+            if not pad:
+                raise ValueError(f"x: {rows} rows (the axis before axis {axis}) is not a multiple of the "
+                                 f"{scheme.name} tile height {rt}; pass pad=True to pad with zeros")
+            widths[-2] = -(-rows // rt) * rt - rows
+    return InputLayout(shape, ax, moved, tuple(widths))
+
+
 @dataclasses.dataclass(frozen=True)
 class PreparedInput:
     """x ready for blocking: float32, the blocked axis last, padded to whole blocks.
@@ -443,6 +513,25 @@ def _as_float_input(x) -> np.ndarray:
                     f"or float64 values")
 
 
+def prepare_arrays(arr: np.ndarray, layout: InputLayout, rbits=None, sr_bits: int = 8) -> PreparedInput:
+    """Steps 2 (the values of rbits) and 3-5 of :func:`prepare_input` for a checked
+    ``layout`` of the float array ``arr``."""
+    from .rounding import check_rbits
+
+    ax = layout.axis
+    r = None
+    if rbits is not None:
+        r = np.moveaxis(np.asarray(check_rbits(rbits, arr.shape, sr_bits)), ax, -1)
+    with np.errstate(over="ignore"):
+        x32 = np.moveaxis(arr.astype(np.float32, copy=False), ax, -1)
+    if layout.is_padded:
+        widths = [(0, w) for w in layout.widths]
+        x32 = np.pad(x32, widths)
+        if r is not None:
+            r = np.pad(r, widths)
+    return PreparedInput(np.ascontiguousarray(x32), None if r is None else np.ascontiguousarray(r), ax, arr.shape)
+
+
 def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=None, sr_bits: int = 8,
                   pad: bool = False) -> PreparedInput:
     """Step 0 of every scheme: validate, convert to float32, move the axis, pad.
@@ -459,47 +548,14 @@ def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=No
        length of the second-to-last axis a multiple of r -- else ValueError, unless
        ``pad=True``: then x is padded at the end with +0.0 (random bits with 0) to whole
        blocks. Padding never changes an amax.
-    """
-    from .rounding import check_rbits, check_rounding
 
+    The checks that need only x's shape and dtype are :func:`input_layout` (shared with the
+    torch tensors of the backends); the values are converted by :func:`prepare_arrays`.
+    """
     arr = _as_float_input(x)
-    if arr.ndim == 0:
-        raise ValueError("x: a 0-d value has no axis to block along; pass at least one dimension")
-    ax = check_axis(axis, arr.ndim)
-    mode = check_rounding(rounding)
-    if not isinstance(pad, bool):
-        raise ValueError(f"pad: expected True or False, got {pad!r}")
-    r = None
-    if mode == "sr":
-        r = np.moveaxis(np.asarray(check_rbits(rbits, arr.shape, sr_bits)), ax, -1)
-    elif rbits is not None:
-        raise ValueError(f"rbits: only used with rounding='sr', not {mode!r}")
-    with np.errstate(over="ignore"):
-        x32 = np.moveaxis(arr.astype(np.float32, copy=False), ax, -1)
-    widths = [(0, 0)] * x32.ndim
-    k = scheme.block_size
-    n = x32.shape[-1]
-    if n % k:
-        if not pad:
-            raise ValueError(f"x: length {n} along axis {axis} is not a multiple of the {scheme.name} block "
-                             f"size {k}; pass pad=True to pad with zeros to {-(-n // k) * k}")
-        widths[-1] = (0, -(-n // k) * k - n)
-    if scheme.is_2d:
-        if x32.ndim < 2:
-            raise ValueError(f"x: {scheme.name} uses {scheme.tile_rows}x{k} tiles over the last two axes; "
-                             f"x has one dimension")
-        rows = x32.shape[-2]
-        rt = scheme.tile_rows
-        if rows % rt:
-            if not pad:
-                raise ValueError(f"x: {rows} rows (the axis before axis {axis}) is not a multiple of the "
-                                 f"{scheme.name} tile height {rt}; pass pad=True to pad with zeros")
-            widths[-2] = (0, -(-rows // rt) * rt - rows)
-    if any(w != (0, 0) for w in widths):
-        x32 = np.pad(x32, widths)
-        if r is not None:
-            r = np.pad(r, widths)
-    return PreparedInput(np.ascontiguousarray(x32), None if r is None else np.ascontiguousarray(r), ax, arr.shape)
+    layout = input_layout(arr.shape, arr.dtype.name, scheme, axis=axis, rounding=rounding,
+                          rbits_given=rbits is not None, sr_bits=sr_bits, pad=pad)
+    return prepare_arrays(arr, layout, rbits, sr_bits)
 
 
 def quantize_reference(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=None, sr_bits: int = 8,
@@ -571,8 +627,12 @@ def dequantize_reference(q) -> np.ndarray:
 
 __all__ = [
     "FLT_MAX",
+    "INPUT_DTYPES",
+    "InputLayout",
     "PreparedInput",
     "dequantize_reference",
+    "input_layout",
+    "prepare_arrays",
     "prepare_input",
     "quantize_reference",
     "TensorScale",

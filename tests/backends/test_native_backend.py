@@ -8,7 +8,6 @@ fp4spec.matmul.
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -155,8 +154,8 @@ def _differing_epilogue_case():
 
 def test_tensor_scales_are_applied_once_after_the_call():
     acc, ga, gb, right = _differing_epilogue_case()
-    qa = dataclasses.replace(_q("nvfp4", 2, 64, 12), global_scale=ga)
-    qb = dataclasses.replace(_q("nvfp4", 3, 64, 13), global_scale=gb)
+    qa = _q("nvfp4", 2, 64, 12).replace(global_scale=ga)
+    qb = _q("nvfp4", 3, 64, 13).replace(global_scale=gb)
     inf_bits, nan_payload = np.float32(np.inf), np.array([0x7FC00001], np.uint32).view(np.float32)[0]
     raw = np.array([[acc, inf_bits, nan_payload], [0, -acc, acc]], np.float32)
 
@@ -168,7 +167,7 @@ def test_tensor_scales_are_applied_once_after_the_call():
     assert d[0, 1] == np.inf
     assert _bits(d)[0, 2] == 0x7FC00001  # the call's NaN keeps its bits
     # 0 * Inf made by the epilogue gets the model's NaN pattern
-    qz = dataclasses.replace(qa, global_scale=np.float32(0))
+    qz = qa.replace(global_scale=np.float32(0))
     assert _bits(_backend(fake).native_matmul(qz, qb))[0, 1] == NAN_BITS
 
 
@@ -182,8 +181,8 @@ def test_apply_tensor_scale_without_g_is_the_identity():
 def test_mxfp4_has_no_epilogue_and_a_unit_tensor_scale():
     qa, qb = _q("nvfp4", 2, 64, 14), _q("nvfp4", 2, 64, 15)
     with pytest.raises(ValueError, match="global_scale: scheme 'nvfp4' has a float32 tensor scale"):
-        dataclasses.replace(qa, global_scale=None)  # a QuantizedTensor has its scheme's tensor scale
-    qa = dataclasses.replace(qa, global_scale=1.0)
+        qa.replace(global_scale=None)  # a QuantizedTensor has its scheme's tensor scale
+    qa = qa.replace(global_scale=1.0)
     ref = fp4spec.matmul(qa, qb, accumulator=ACCUMULATOR)
     assert np.array_equal(_bits(_backend().matmul(qa, qb, accumulator=ACCUMULATOR)), _bits(ref))
 

@@ -33,9 +33,7 @@ class NumpyBackend(_NumpyBackend):
 
 
 def _replace(q: QuantizedTensor, **fields) -> QuantizedTensor:
-    import dataclasses
-
-    return dataclasses.replace(q, **fields)
+    return q.replace(**fields)
 
 
 def _two_level_parts(x, sch, rounding, rbits, sr_bits):
@@ -575,7 +573,7 @@ class SwappedScalesGemm(_GemmDefect):
 
         sa = np.resize(np.asarray(qb.scales), np.shape(qa.scales)).astype(np.uint8)
         sb = np.resize(np.asarray(qa.scales), np.shape(qb.scales)).astype(np.uint8)
-        return fp4spec.matmul(dataclasses.replace(qa, scales=sa), dataclasses.replace(qb, scales=sb),
+        return fp4spec.matmul(qa.replace(scales=sa), qb.replace(scales=sb),
                               accumulator=accumulator, c=c)
 
 

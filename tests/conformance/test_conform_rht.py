@@ -131,7 +131,7 @@ def test_a_butterfly_claimed_as_mma_fails_with_its_diagnosis():
 
         def quantize(self, x, scheme, *, rht=None, **kw):
             q = super().quantize(x, scheme, rht=dataclasses.replace(rht, arith="fwht-fp32"), **kw)
-            return dataclasses.replace(q, rht=rht)
+            return q.replace(rht=rht)
 
     (row,) = run(ButterflyForMma, schemes=["nvfp4"], rounding=["rne"], properties=["rht"], max_examples=5).results
     assert row.status == "FAIL"

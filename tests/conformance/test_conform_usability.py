@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -130,8 +132,20 @@ class FloatScales(_Wrong):
 
 
 class PackedCodes(_Wrong):
+    """Not wrong: a QuantizedTensor holds 4-bit codes packed two per byte as they come."""
+
     def wrong(self, q, x):
         return fp4spec.QuantizedTensor(fp4spec.pack(q.codes), q.scales, None, q.scheme, 1, x.shape)
+
+
+class PackedHiFirst(_Wrong):
+    def wrong(self, q, x):
+        return fp4spec.QuantizedTensor(fp4spec.pack(q.codes, order="hi_first"), q.scales, None, q.scheme, 1, x.shape)
+
+
+class HalfCodesArray(_Wrong):
+    def wrong(self, q, x):
+        return SimpleNamespace(codes=fp4spec.pack(q.codes), scales=q.scales, global_scale=None)
 
 
 class Float32Codes(_Wrong):
@@ -157,9 +171,19 @@ class Float8Scales(_Wrong):
                                        q.scheme, 1, x.shape)
 
 
+def test_packed_codes_are_accepted_and_reported():
+    """A QuantizedTensor of packed codes (lo_first) conforms, and the report says so; hi_first
+    packing departs, and the diagnosis names the nibble swap."""
+    report = run(PackedCodes, max_examples=0, matmul_max_examples=0)
+    assert report.ok, report
+    assert "quantize returned 4-bit codes packed two per byte" in report.notes, report.notes
+    report = run(PackedHiFirst, max_examples=0, matmul_max_examples=0)
+    assert not report.ok
+
+
 @pytest.mark.parametrize("backend, words", [
     (FloatScales, "scales must be integer codes (bit patterns), not values (floats)"),
-    (PackedCodes, "this looks packed (two 4-bit codes per byte); return one code per element"),
+    (HalfCodesArray, "this looks packed (two 4-bit codes per byte); return a QuantizedTensor"),
     (Float32Codes, "codes must be integer codes (bit patterns), not values (floats)"),
     (BlockedScales, "looks like a swizzled layout"),
     (NotAQuantizedTensor, "return an fp4spec.QuantizedTensor"),
