@@ -14,9 +14,13 @@ only ever talks to this interface, so checking a new kernel means writing one sm
   in ``capabilities().operations``; ``matmul`` also names the accumulator models it
   implements in ``capabilities().accumulators``).
 
-Data crosses the interface as numpy arrays: ``quantize`` receives a float32 numpy array
-whose blocked axis is the last one and returns a :class:`fp4spec.QuantizedTensor` (codes and
-scale codes as uint8, the tensor scale as float32). A GPU backend converts at its edge.
+Data crosses the interface as arrays of the backend's kind (:attr:`Backend.array_kind`):
+``quantize`` receives a float32 numpy array (a ``"torch"`` backend: a torch tensor on its
+device, bfloat16 and float16 as they are) whose blocked axis is the last one, padded to whole
+blocks, and returns a :class:`fp4spec.QuantizedTensor` (codes, one per element or 4-bit codes
+packed two per byte, and scale codes as uint8, the tensor scale as float32) blocked along
+that axis. :func:`fp4spec.quantize` calls exactly this method, and ``fp4spec conform``
+checks exactly this method: "conforms" means what users get.
 
 Schemes are named by *scheme specs*: a catalogue name (``"nvfp4"``) optionally followed by
 field overrides, ``"mxfp4:scale_rule=rceil"`` or ``"nvfp4:profile=torchao,scale_rule=4over6"``
@@ -288,6 +292,11 @@ class Backend:
     """
 
     name: str = "backend"
+    #: The arrays the operations take and return: ``"numpy"`` (the plug-in default: numpy in,
+    #: numpy out; a GPU backend may convert at its edge) or ``"torch"`` (torch tensors on their
+    #: device; numpy arguments are converted and the results given back as numpy).
+    #: :func:`fp4spec.quantize` hands a backend arrays of its kind, converting at the call.
+    array_kind: str = "numpy"
 
     def is_available(self) -> Availability:
         """Whether this backend can run here (default: yes)."""
@@ -298,7 +307,8 @@ class Backend:
 
     def quantize(self, x: np.ndarray, scheme: Scheme, *, rounding: str = "rne", rbits=None,
                  sr_bits: int = DEFAULT_SR_BITS, rht: "RHT | None" = None):
-        """Block-quantize float32 ``x`` along its last axis; return a :class:`fp4spec.QuantizedTensor`.
+        """Block-quantize float32 ``x`` along its last axis; return a :class:`fp4spec.QuantizedTensor`
+        whose ``axis`` is that last axis and whose ``shape`` is x's.
 
         ``rbits`` (``rounding="sr"`` only): uint32 integers in ``[0, 2**sr_bits)``, x's shape,
         one per element, used as :func:`fp4spec.quantize` uses them.

@@ -40,7 +40,7 @@ from .torch_ops import (  # noqa: F401 -- re-exported: the torch backend's build
     mx_exponents,
     pow2_f32,
 )
-from .base import Backend as _Base
+from .base import Backend as _Base, resolve_scheme
 
 from fp4spec.block_schemes import Scheme, get_scheme
 from fp4spec.number_formats import formats as _formats, get_format
@@ -341,10 +341,11 @@ def _np(t):
 
 class TorchBackend(_Base):
     """Torch ops on any device (``device=None``: CUDA if available, else CPU), bit-exact with
-    the numpy emulator. Numpy in, numpy out at the :class:`Backend` interface; torch tensors
-    on the device through :func:`quantize_tensors` / :func:`dequantize_tensors`."""
+    the numpy emulator. Torch tensors in and out, on their device (numpy arguments run on
+    :attr:`device` and come back as numpy)."""
 
     name = "torch"
+    array_kind = "torch"
 
     def __init__(self, device=None):
         self._device = device
@@ -392,29 +393,38 @@ class TorchBackend(_Base):
     def supports(self, scheme, rounding="rne", sr_bits=8) -> bool:
         return not self.why_unsupported(scheme, rounding, sr_bits)
 
-    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, axis=-1, rht=None) -> QuantizedTensor:
-        from .base import resolve_scheme
-
-        x = as_torch(x, self.device)
-        rht = resolve_rht(rht)
-        out = quantize_tensors(x, resolve_scheme(scheme), axis=axis, rounding=rounding, rbits=rbits,
-                               sr_bits=sr_bits, rht=rht)
-        g = out["global_scale"]
-        e1 = {f: _np(out[f]) for f in ("e1_8", "e1_16") if out.get(f) is not None}
-        return QuantizedTensor.from_moved(_np(out["codes"]), _np(out["scales"]),
-                                          None if g is None else np.float32(_np(g)), out["scheme"],
-                                          axis % x.dim(), tuple(x.shape), backend=self.name, rht=rht, **e1)
-
-    def dequantize(self, q: QuantizedTensor) -> np.ndarray:
-        """float32 values in x's shape (numpy; :func:`dequantize_tensors` stays on the device)."""
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, rht=None, axis=-1) -> QuantizedTensor:
+        """:func:`quantize_tensors` along x's last axis (or ``axis``), on x's device: a
+        QuantizedTensor of torch tensors there (numpy x: on :attr:`device`, the result as numpy)."""
         torch = _torch()
-        m = q.moved()
-        dev = self.device
-        e1 = {f: as_torch(m[f], dev) for f in ("e1_8", "e1_16") if m[f] is not None}
-        out = dequantize_tensors(as_torch(m["codes"], dev), as_torch(m["scales"], dev), q.global_scale, q.scheme,
-                                 **e1)
-        out = torch.movedim(out, -1, q.axis)
-        return np.ascontiguousarray(_np(out)[tuple(slice(0, n) for n in q.shape)])
+        numpy_in = not isinstance(x, torch.Tensor)
+        xt = as_torch(x, self.device) if numpy_in else x
+        sch = resolve_scheme(scheme)
+        rht = resolve_rht(rht)
+        out = quantize_tensors(xt, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, rht=rht)
+        e1 = {f: out[f] for f in ("e1_8", "e1_16") if out.get(f) is not None}
+        q = QuantizedTensor.from_moved(out["codes"], out["scales"], out["global_scale"], sch, axis % xt.dim(),
+                                       tuple(xt.shape), backend=self.name, rht=rht, **e1)
+        return q.to_numpy() if numpy_in else q
+
+    def why_no_dequantize(self, scheme) -> str:
+        try:
+            check_dequantize(scheme)
+        except NotImplementedError as exc:
+            return str(exc)
+        return ""
+
+    def dequantize(self, q: QuantizedTensor):
+        """float32 values in q's shape (padding cropped), on q's device (:func:`dequantize_tensors`);
+        a numpy q on :attr:`device`, the values returned as numpy."""
+        torch = _torch()
+        numpy_in = not q.is_torch
+        qt = q.to_torch(self.device) if numpy_in else q
+        m = qt.moved()
+        e1 = {f: m[f] for f in ("e1_8", "e1_16") if m[f] is not None}
+        out = dequantize_tensors(m["codes"], m["scales"], qt.global_scale, q.scheme, **e1)
+        out = torch.movedim(out, -1, q.axis)[tuple(slice(0, n) for n in q.shape)].contiguous()
+        return np.ascontiguousarray(_np(out)) if numpy_in else out
 
     def encode(self, x, fmt, rounding="rne", *, rbits=None, sr_bits=8) -> np.ndarray:
         """Codes of x in any format, as :func:`fp4spec.encode` with its default policies

@@ -49,6 +49,69 @@ def as_torch(x, device=None):
     return t if device is None else t.to(device)
 
 
+def to_numpy(a):
+    """A numpy array of a torch tensor (bfloat16 as ml_dtypes.bfloat16, exactly); others pass through."""
+    torch = _torch()
+    if not isinstance(a, torch.Tensor):
+        return a
+    t = a.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+# -- input preparation (fp4spec.scaling.prepare_input for torch tensors) ---------------------------
+
+def check_rbits_tensor(rbits, shape, sr_bits: int, device):
+    """:func:`fp4spec.rounding.check_rbits` for numpy or torch rbits: an int64 tensor of x's
+    ``shape`` on ``device`` (broadcast, not copied). The range check reads the bits' min and
+    max, one device-to-host transfer."""
+    torch = _torch()
+    if not isinstance(rbits, torch.Tensor):
+        from fp4spec.rounding import check_rbits
+
+        rb = np.array(check_rbits(rbits, shape, sr_bits), dtype=np.int64, order="C")
+        return torch.from_numpy(rb).to(device)
+    if rbits.dtype.is_floating_point or rbits.dtype.is_complex or rbits.dtype == torch.bool:
+        raise ValueError(f"rbits: dtype {rbits.dtype} is not an integer dtype")
+    rb = rbits.detach().to(device=device, dtype=torch.int64)
+    if rb.numel():
+        lo, hi = torch.aminmax(rb)
+        lo, hi = int(lo), int(hi)
+        if lo < 0 or hi >= (1 << int(sr_bits)):
+            raise ValueError(f"rbits: values must be in [0, 2**{sr_bits}) = [0, {(1 << int(sr_bits)) - 1}], "
+                             f"got [{lo}, {hi}]")
+    try:
+        return rb.expand(shape)
+    except RuntimeError:
+        raise ValueError(f"rbits: shape {tuple(rbits.shape)} does not broadcast to x's shape {shape}") from None
+
+
+def prepare_tensor(x, layout, rbits=None, sr_bits: int = 8):
+    """Steps 3-5 of :func:`fp4spec.scaling.prepare_input` for a torch tensor whose layout
+    :func:`fp4spec.scaling.input_layout` checked: (x, rbits) with the blocked axis last (a
+    view where nothing is padded) and zeros padded to whole blocks. float64 is rounded to
+    float32 (RNE); bfloat16 and float16 stay as they are (their float32 values are exact, and
+    a kernel reads half the bytes)."""
+    torch = _torch()
+    x = x.detach()
+    if x.dtype == torch.float64:
+        x = x.to(torch.float32)
+    xm = torch.movedim(x, layout.axis, -1)
+    rb = None
+    if rbits is not None:
+        rb = torch.movedim(check_rbits_tensor(rbits, layout.shape, sr_bits, x.device), layout.axis, -1)
+    if layout.is_padded:
+        w = layout.widths
+        spec = (0, w[-1]) if len(w) < 2 or not w[-2] else (0, w[-1], 0, w[-2])
+        xm = torch.nn.functional.pad(xm, spec)  # +0.0
+        if rb is not None:
+            rb = torch.nn.functional.pad(rb, spec)  # random bits 0
+    return xm, rb
+
+
 # -- float32 bit helpers -------------------------------------------------------------------------
 
 def abs_max(xb, dim=-1):
@@ -140,5 +203,5 @@ def dequantize_mx_blocks(codes, scales, scheme: Scheme):
     return q * p.unsqueeze(-1)
 
 
-__all__ = ["F32_MAX", "SIGN_MASK", "abs_max", "as_torch", "dequantize_mx_blocks", "element_values", "f32",
-           "mx_exponents", "pow2_f32"]
+__all__ = ["F32_MAX", "SIGN_MASK", "abs_max", "as_torch", "check_rbits_tensor", "dequantize_mx_blocks",
+           "element_values", "f32", "mx_exponents", "pow2_f32", "prepare_tensor", "to_numpy"]

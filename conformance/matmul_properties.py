@@ -506,7 +506,7 @@ def check_matmul(backend_matmul: Callable, accumulator: "str | AccumulatorModel"
 
 
 def _check_family_numpy(backend_matmul, model, family, schemes, seed, max_examples) -> MatmulPropertyResult:
-    from fp4spec.matmul_api import matmul
+    from fp4spec.api.gemm import matmul
 
     rng = np.random.default_rng(seed)
     for i in range(max_examples):
@@ -529,7 +529,7 @@ def _check_families_hypothesis(backend_matmul, model, families, schemes, seed, m
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hseed
 
-    from fp4spec.matmul_api import matmul
+    from fp4spec.api.gemm import matmul
 
     results = []
     for family in families:
@@ -632,7 +632,7 @@ def mismatch_counterexample(case: MatmulCase, expected: np.ndarray, actual, accu
     ``d[i, j]`` (row-major order) with both bit patterns and values, how many differ, row i of A and row j of B (element and scale codes in
     hex, one digit per 4-bit code), c[i, j], the tensor scales, and what the ``exact`` model
     gives there; the whole case in ``tensor`` (JSON reports)."""
-    from fp4spec.matmul_api import matmul
+    from fp4spec.api.gemm import matmul
 
     from .report import Counterexample, f32_hex, f32_text
 

@@ -79,7 +79,7 @@ def generate_matmul_vectors(scheme: str, accumulator: "str | AccumulatorModel", 
     :data:`.matmul_properties.FAMILIES` contributes ``LEVELS[level]["per_family"]`` cases with shapes and data drawn from ``seed``; the expected results
     are :func:`fp4spec.matmul` with the model.
     """
-    from fp4spec.matmul_api import matmul
+    from fp4spec.api.gemm import matmul
 
     level = LEVEL_ALIASES.get(level, level) if not isinstance(level, bool) else level
     if level not in LEVELS:

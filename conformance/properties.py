@@ -184,7 +184,7 @@ def check_reference(env: Env, t: Target, case: gen.Case) -> None:
 
 
 def check_element_reference(env: Env, t: Target, rng) -> None:
-    from fp4spec.api import encode
+    from fp4spec.api.elements import encode
 
     fmt = t.scheme.element
     x = builders.element_sweep(fmt)

@@ -1,9 +1,12 @@
 """fp4spec: the executable, bit-exact specification of 4-bit number formats for AI hardware.
 
-Layers (imports only point down): ``fp4spec`` (descriptors and exact scalar reference
-algorithms), ``fp4spec.emulator`` (fast vectorized numpy implementations, tested equal to
-the reference), ``fp4spec.backends`` (one interface over numpy, torch, Triton and vendor
-libraries) and ``fp4spec.conformance`` (bit-exact checks of any backend).
+Layers (imports only point down, no cycles; ``tests/test_layers.py`` checks it): the spec
+(the modules of ``fp4spec/``: descriptors, exact scalar reference algorithms, profiles) <-
+``fp4spec.emulator`` (fast vectorized numpy, tested equal to the reference) <-
+``fp4spec.backends`` (one interface over numpy, torch, Triton and vendor libraries) <- the
+public API (``fp4spec.api``, re-exported here) <- ``fp4spec.conformance``, ``fp4spec.cli``,
+``fp4spec.analysis``, ``fp4spec.training``. The top layer's packages load on first use
+(``fp4spec.analysis.shrinkage_bias(...)`` works after ``import fp4spec``).
 """
 
 from .number_formats import (
@@ -20,14 +23,11 @@ from .number_formats import (
 )
 
 from .accumulator_models import AccumulatorModel, accumulators, get_accumulator, register_accumulator
-from .api import decode, draw_rbits, encode
 from .block_schemes import Scheme, get_scheme, schemes
-from .quantize_api import dequantize, quantize, select_backend
 from .quantized import QuantizedTensor
 from .rht import RHT, inverse_rht, resolve_rht, rht
-from . import analysis
 from .backends import Backend, Capabilities, get_backend
-from .matmul_api import matmul
+from .api import decode, dequantize, draw_rbits, encode, matmul, quantize, select_backend
 from .layouts import blocked_shape, from_blocked, to_blocked
 from .packing import pack, unpack
 from .rounding import ROUNDING_MODES
@@ -76,3 +76,14 @@ __all__ = [
     "analysis",
     "__version__",
 ]
+
+#: Packages of the top layer, imported on first use (they import the API, not the other way round).
+_LAZY = ("analysis", "conformance", "training", "cli")
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,17 @@ class MatmulOperands:
     k: int          # K of the unpadded operands
     k_padded: int   # K of the stored codes (the K loop runs over these; padding is +0)
     g: np.float32 | None   # fp32(gA * gB), None when neither operand has a tensor scale
-    c: np.ndarray | None   # float32 (m, n) or None (+0)
+    c: np.ndarray | None   # float32 (m, n) or None (+0); a torch tensor where one was given
+
+
+def _numpy(a) -> np.ndarray:
+    """A numpy view of a numpy array or a CPU torch tensor."""
+    return a.numpy() if hasattr(a, "detach") else np.asarray(a)
+
+
+def _scannable(q) -> bool:
+    """True if the operand's values can be read without a device transfer (numpy, CPU tensors)."""
+    return not q.is_torch or q.device.type == "cpu"
 
 
 def _element_ok(model: AccumulatorModel, q, arg: str):
@@ -36,17 +46,20 @@ def _element_ok(model: AccumulatorModel, q, arg: str):
     if model.elements is not None and fmt.name not in model.elements:
         raise ValueError(f"{arg}: element format {fmt.name!r} ({sch.name}) is not taken by accumulator "
                          f"{model.name!r}; allowed: {', '.join(map(repr, model.elements))}")
+    if not _scannable(q):
+        return  # device tensors are not read here (a transfer would stall the device)
     bad = set(fmt.nan_codes) | set(fmt.inf_codes)
+    codes = _numpy(q.codes)
     if bad:
-        codes = np.asarray(q.codes)
         hit = np.isin(codes, sorted(bad))
         if hit.any():
             code = int(codes[hit].flat[0])
             raise ValueError(f"{arg}: element code 0x{code:02X} of {fmt.name} is NaN or Inf; matmul needs "
                              f"finite elements (NaN enters through scales and c)")
-    if np.asarray(q.codes).size and int(np.max(q.codes)) >= 1 << fmt.bits:
+    scales = _numpy(q.scales)
+    if codes.size and int(codes.max()) >= 1 << fmt.bits:
         raise ValueError(f"{arg}: element codes must be below 2^{fmt.bits} for {fmt.name}")
-    if np.asarray(q.scales).size and int(np.max(q.scales)) >= 1 << sch.scale.bits:
+    if scales.size and int(scales.max()) >= 1 << sch.scale.bits:
         raise ValueError(f"{arg}: scale codes must be below 2^{sch.scale.bits} for {sch.scale.name}")
 
 
@@ -55,6 +68,10 @@ def tensor_scale_product(ga, gb) -> np.float32 | None:
     tensor scale counts as 1); None when neither operand has one."""
     if ga is None and gb is None:
         return None
+    if hasattr(ga, "detach") or hasattr(gb, "detach"):  # torch tensors: one float32 multiply where they are
+        t = ga if hasattr(ga, "detach") else gb
+        one = t.new_ones(())
+        return (one if ga is None else ga).reshape(()) * (one if gb is None else gb).reshape(())
     with np.errstate(all="ignore"):
         return np.float32(np.float32(1.0 if ga is None else ga) * np.float32(1.0 if gb is None else gb))
 
@@ -88,9 +105,9 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
         _element_ok(model, q, arg)
     if qa.shape[1] != qb.shape[1]:
         raise ValueError(f"qa, qb: K differs ({qa.shape[1]} vs {qb.shape[1]}); C = A . B^T needs A (M x K), B (N x K)")
-    kp = qa.codes.shape[1]
-    if qb.codes.shape[1] != kp:
-        raise ValueError(f"qa, qb: padded K differs ({kp} vs {qb.codes.shape[1]}); quantize both with the same "
+    kp, kpb = qa.n_blocks * qa.scheme.block_size, qb.n_blocks * qb.scheme.block_size
+    if kpb != kp:
+        raise ValueError(f"qa, qb: padded K differs ({kp} vs {kpb}); quantize both with the same "
                          f"block size and pad")
     sa, sb = qa.scheme, qb.scheme
     pair_a, pair_b = (sa.scale.name, sa.block_size), (sb.scale.name, sb.block_size)
@@ -119,9 +136,11 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
                              f"size {model.group_size}")
     if model.algorithm == "fdpa2":
         for arg, q in (("qa", qa), ("qb", qb)):
+            if not _scannable(q):
+                continue
             fmt = q.scheme.element
             car = element_carrier(model, fmt)
-            for code in np.unique(np.asarray(q.codes)):
+            for code in np.unique(_numpy(q.codes)):
                 v = fmt.decode_exact(int(code))
                 if not representable(v, car):
                     raise ValueError(f"{arg}: element value {float(v):g} ({fmt.name} code 0x{int(code):02X}) is "
@@ -129,11 +148,12 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
     m, n = qa.shape[0], qb.shape[0]
     c32 = None
     if c is not None:
-        c32 = np.asarray(c)
-        if c32.dtype != np.float32:
-            raise TypeError(f"c: expected a float32 array, got dtype {c32.dtype}")
-        if c32.shape != (m, n):
-            raise ValueError(f"c: expected shape ({m}, {n}) (M x N), got {c32.shape}")
+        c32 = c if hasattr(c, "device") and hasattr(c, "detach") else np.asarray(c)  # a torch c stays where it is
+        dtype = str(c32.dtype).removeprefix("torch.")
+        if dtype != "float32":
+            raise TypeError(f"c: expected a float32 array, got dtype {dtype}")
+        if tuple(c32.shape) != (m, n):
+            raise ValueError(f"c: expected shape ({m}, {n}) (M x N), got {tuple(c32.shape)}")
     return MatmulOperands(m, n, qa.shape[1], kp, tensor_scale_product(qa.global_scale, qb.global_scale), c32)
 
 

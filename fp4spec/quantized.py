@@ -159,9 +159,10 @@ def _field(q: "QuantizedTensor", name: str):
     return q.data if name == "codes" else getattr(q, name)
 
 
-def _check_arrays(q: "QuantizedTensor") -> None:
+def _check_arrays(q: "QuantizedTensor", scan: bool = True) -> None:
     """Dtypes, code ranges and shapes of a QuantizedTensor (see :meth:`QuantizedTensor.__init__`).
-    Sets ``is_packed``: 4-bit codes whose blocked axis holds half the padded length."""
+    Sets ``is_packed``: 4-bit codes whose blocked axis holds half the padded length.
+    ``scan=False``: shapes only (codes already checked, now seen along another axis)."""
     sch = q.scheme
     hif4 = sch.structure == "hif4"
     for name in _ARRAYS:
@@ -218,6 +219,8 @@ def _check_arrays(q: "QuantizedTensor") -> None:
             got = tuple(getattr(q, name).shape)
             if got != want + (n,):
                 raise ValueError(f"{name}: expected shape {want + (n,)} (scales + ({n},)), got {got}")
+    if not scan:
+        return
     if not packed:  # a packed byte holds two codes of 0..15: every byte is valid
         top = (1 << sch.element.bits) - 1
         m = _max_value(data)
@@ -348,6 +351,23 @@ class QuantizedTensor:
         fields = {name: (self.data if name == "codes" else getattr(self, name)) for name in _FIELDS}
         return QuantizedTensor(**{**fields, **changes})
 
+    def relabeled(self, axis: int, shape, *, rht: RHT | None = None, backend: str | None = None) -> "QuantizedTensor":
+        """The same codes labelled as blocked along ``axis`` of an x of ``shape``: the result
+        of a backend (blocked axis last, x padded) moved back to the caller's axis (views, no
+        copies) with the caller's shape, ``rht`` and backend name. The values are not scanned
+        again."""
+        nd, m = len(shape), self._moved_fields()
+        q = object.__new__(QuantizedTensor)
+        fields = dict(data=_moveaxis(m["data"], -1, axis), scales=_move_back(m["scales"], axis, nd),
+                      global_scale=self.global_scale, scheme=self.scheme, axis=axis, shape=tuple(shape),
+                      e1_8=_move_back(m["e1_8"], axis, nd), e1_16=_move_back(m["e1_16"], axis, nd),
+                      backend=self.backend if backend is None else backend, rht=rht, _codes=None,
+                      _storage=None)
+        for name, value in fields.items():
+            object.__setattr__(q, name, value)
+        _check_arrays(q, scan=False)
+        return q
+
     @classmethod
     def from_moved(cls, codes, scales, global_scale, scheme: Scheme, axis: int, shape, *, e1_8=None, e1_16=None,
                    backend: str = "numpy", rht: RHT | None = None):
@@ -363,6 +383,11 @@ class QuantizedTensor:
                 a.setflags(write=False)
         return cls(_moveaxis(codes, -1, axis), _move_back(scales, axis, nd), global_scale, scheme, axis,
                    tuple(shape), _move_back(e1_8, axis, nd), _move_back(e1_16, axis, nd), backend=backend, rht=rht)
+
+    def _moved_fields(self) -> dict:
+        nd = len(self.shape)
+        return {"data": _moveaxis(self.data, self.axis, -1), "scales": _move_to_end(self.scales, self.axis, nd),
+                "e1_8": _move_to_end(self.e1_8, self.axis, nd), "e1_16": _move_to_end(self.e1_16, self.axis, nd)}
 
     def moved(self) -> dict:
         """codes (one per element), scales, e1_8, e1_16 with the blocked axis last (the emulator's layout)."""

@@ -454,7 +454,7 @@ def input_layout(shape, dtype_name: str, scheme: Scheme, *, axis=-1, rounding: s
     or TypeError naming the argument."""
     from .rounding import check_rbits, check_rounding
 
-    if dtype_name not in INPUT_DTYPES:
+    if dtype_name.removeprefix("torch.") not in INPUT_DTYPES:
         raise TypeError(f"x: dtype {dtype_name} is not supported; pass float16, bfloat16, float32 or float64 values")
     shape = tuple(int(n) for n in shape)
     if not shape:

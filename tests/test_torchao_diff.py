@@ -16,7 +16,7 @@ from torchao.prototype.mx_formats.kernels import unpack_uint4  # noqa: E402
 
 import fp4spec
 from fp4spec.block_schemes import get_scheme  # noqa: E402
-from fp4spec.quantize_api import quantize  # noqa: E402
+from fp4spec.api.block_scaling import quantize  # noqa: E402
 
 F32 = np.float32
 M = mx_tensor.ScaleCalculationMode

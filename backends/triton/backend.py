@@ -1,6 +1,6 @@
 """The :class:`TritonBackend` adapter: the Backend interface over :mod:`.quantize` and
-:mod:`.gemm` (numpy QuantizedTensors in and out; the host functions take and return packed
-torch tensors on the device).
+:mod:`.gemm`. Torch tensors in and out, on their device; 4-bit codes stay packed as the
+kernels store them (numpy arguments run on the backend's device and come back as numpy).
 """
 
 from __future__ import annotations
@@ -8,10 +8,20 @@ from __future__ import annotations
 import numpy as np
 
 from fp4spec.quantized import QuantizedTensor
+from fp4spec.rht import resolve_rht
 
 from ..base import Availability, Backend, Capabilities, resolve_scheme
 from . import capability
 from .config import resolve_config
+
+
+def _on(device):
+    """Triton launches on the current CUDA device: make it x's."""
+    import contextlib
+
+    import torch
+
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 class TritonBackend(Backend):
@@ -19,6 +29,7 @@ class TritonBackend(Backend):
     :class:`.config.TritonConfig` (None: the shipped one)."""
 
     name = "triton"
+    array_kind = "torch"
 
     def __init__(self, device=None, config=None):
         self._device = device
@@ -62,48 +73,81 @@ class TritonBackend(Backend):
     def supports(self, scheme, rounding="rne", sr_bits=8, rht=None) -> bool:
         return not self.why_unsupported(scheme, rounding, sr_bits, rht) and bool(self.is_available())
 
-    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, axis=-1, rht=None) -> QuantizedTensor:
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, rht=None, axis=-1) -> QuantizedTensor:
+        """The kernels along x's last axis (or ``axis``: 0 of a 2-d x runs the columnwise
+        kernels), on x's device: a QuantizedTensor of torch tensors whose 4-bit codes stay
+        packed as the kernels store them (numpy x: on :attr:`device`, the result as numpy). A
+        2-d x that is the transpose of a contiguous tensor (what ``fp4spec.quantize(x, axis=0)``
+        hands over) runs the columnwise kernels on that tensor, unmoved."""
         import torch
 
-        from fp4spec.rht import resolve_rht
-
         from .. import torch_backend as tb
-        from .quantize import quantize_packed, unpack_lo_first
+        from .quantize import quantize_packed
 
-        sch = resolve_scheme(scheme)
-        rht = resolve_rht(rht)
-        xt = tb.as_torch(x, self.device)
+        numpy_in = not isinstance(x, torch.Tensor)
+        xt = tb.as_torch(x, self.device) if numpy_in else x
         if xt.dtype == torch.float64:
             xt = xt.to(torch.float32)  # RNE, as fp4spec.prepare_input (and the RHT's step F1)
-        out = quantize_packed(xt, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, rht=rht,
-                              config=self.config)
-        codes = unpack_lo_first(out["packed"])  # (M, N): rows, quantized axis last
-        scales = out["scales"]
-        nd = max(xt.dim(), 1)
-        ax = axis % nd
-        if ax == nd - 1:
-            codes = codes.reshape(xt.shape)
-            scales = scales.reshape(*xt.shape[:-1], -1)
-        g = out["global_scale"]
-        extra = {} if rht is None else {"rht": rht}  # QuantizedTensor records the transform
-        return QuantizedTensor.from_moved(tb._np(codes), tb._np(scales), None if g is None else np.float32(tb._np(g)),
-                                          sch, ax, tuple(xt.shape), backend=self.name, **extra)
+        sch = resolve_scheme(scheme)
+        rht = resolve_rht(rht)
+        rb = None if rbits is None else tb.as_torch(rbits, xt.device)
+        ax = axis % max(xt.dim(), 1)
+        if ax != xt.dim() - 1:  # blocked along another axis: move it last (a view)
+            xt = torch.movedim(xt, ax, -1)
+            rb = None if rb is None else torch.movedim(rb.expand(x.shape), ax, -1)
+        src, kernel_axis = xt, -1
+        if xt.dim() == 2 and xt.shape[0] > 1 and xt.stride() == (1, xt.shape[0]):
+            src, kernel_axis = xt.T, 0  # contiguous, blocked down its columns
+            rb = None if rb is None else rb.T
+        elif not xt.is_contiguous():
+            src = xt.contiguous()
+        if rb is not None:
+            rb = rb.to(torch.int32).contiguous()  # < 2^24 (the kernels' sr_bits)
+        with _on(src.device):
+            out = quantize_packed(src, sch, axis=kernel_axis, rounding=rounding, rbits=rb, sr_bits=sr_bits,
+                                  rht=rht, config=self.config)
+        shape = tuple(xt.shape)  # blocked axis last
+        packed = out["packed"].reshape(*shape[:-1], shape[-1] // 2)  # (M, N/2): the rows, blocked axis last
+        scales = out["scales"].reshape(*shape[:-1], -1)
+        q = QuantizedTensor.from_moved(packed, scales, out["global_scale"], sch, ax, tuple(x.shape),
+                                       backend=self.name, rht=rht)
+        return q.to_numpy() if numpy_in else q
 
-    def dequantize(self, q: QuantizedTensor) -> np.ndarray:
+    def why_no_dequantize(self, scheme) -> str:
+        """Why the dequantize kernels cannot decode ``scheme`` ("" if they can)."""
+        sch = resolve_scheme(scheme)
+        if sch.element.bits != 4 or sch.structure not in ("mx", "two_level"):
+            return f"{sch.name}: the kernels dequantize packed 4-bit MX and two-level schemes"
+        if sch.structure == "two_level" and sch.policies["nv_dequant_order"] != "(q*s)*g":
+            return f"{sch.name}: the kernels dequantize in TransformerEngine's order fp32(fp32(q * s) * S_dec)"
+        return ""
+
+    def dequantize(self, q: QuantizedTensor):
+        """float32 values in q's shape (padding cropped), on q's device: the kernels read the
+        packed codes as stored (numpy q: on :attr:`device`, the values returned as numpy)."""
         import torch
 
-        from .. import torch_backend as tb
         from .quantize import dequantize_packed
 
-        m = q.moved()
-        codes = torch.from_numpy(np.array(m["codes"], copy=True, order="C")).to(self.device)
-        shape = codes.shape
-        c2 = codes.reshape(-1, shape[-1])
-        packed = (c2[:, 0::2] | (c2[:, 1::2] << 4)).contiguous()
-        s2 = torch.from_numpy(np.array(m["scales"], copy=True, order="C")).to(self.device).reshape(c2.shape[0], -1)
-        out = dequantize_packed(packed, s2, q.global_scale, q.scheme, config=self.config).reshape(shape)
-        out = np.moveaxis(tb._np(out), -1, q.axis)
-        return np.ascontiguousarray(out[tuple(slice(0, n) for n in q.shape)])
+        reason = self.why_no_dequantize(q.scheme)
+        if reason:
+            raise NotImplementedError(reason)
+        numpy_in = not q.is_torch
+        qt = q.to_torch(self.device) if numpy_in else q
+        nd = len(q.shape)
+        packed = torch.movedim(qt.storage, q.axis, -1)
+        scales = torch.movedim(qt.scales, q.axis, -1)
+        lead = packed.shape[:-1]
+        p2 = packed.reshape(-1, packed.shape[-1])
+        s2 = scales.reshape(p2.shape[0], -1)
+        if not p2.is_contiguous() or not s2.is_contiguous():
+            p2, s2 = p2.contiguous(), s2.contiguous()
+        with _on(p2.device):
+            out = dequantize_packed(p2, s2, qt.global_scale, q.scheme, config=self.config)
+        out = torch.movedim(out.reshape(*lead, -1), -1, q.axis)
+        out = out[tuple(slice(0, n) for n in q.shape)] if q.padded else out
+        out = out if out.is_contiguous() or nd == 0 else out.contiguous()
+        return np.ascontiguousarray(out.cpu().numpy()) if numpy_in else out
 
     def pack(self, codes) -> np.ndarray:
         from fp4spec.packing import pack

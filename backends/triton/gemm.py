@@ -374,9 +374,10 @@ def pack_operand(q, device=None):
         device = q.device if q.is_torch else ("cuda" if torch.cuda.is_available() else "cpu")
     qt = q.to_torch(device) if not q.is_torch or str(q.device) != str(torch.device(device)) else q
     rows = q.shape[0]
-    codes = qt.codes[:rows].to(torch.uint8)
-    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
-    return packed, qt.scales[:rows].to(torch.uint8).contiguous(), qt.global_scale
+    packed = qt.storage[:rows]  # the codes as stored: packed, low nibble first
+    scales = qt.scales[:rows]
+    return (packed if packed.is_contiguous() else packed.contiguous(),
+            scales if scales.is_contiguous() else scales.contiguous(), qt.global_scale)
 
 
 def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=None, config=None, defaults=None,
@@ -395,7 +396,8 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
        GEMMs of at most ``defaults.gemm_small_macs`` multiply-adds (one compile for every
        shape) and ``defaults.gemm`` for larger ones.
 
-    Returns float32 (M, N) numpy (``out_dtype=torch.bfloat16``: the bf16 bits as uint16).
+    Returns float32 (M, N): a torch tensor on the device for torch operands (``out_dtype=
+    torch.bfloat16``: bfloat16), numpy for numpy operands (bfloat16: the bits as uint16).
     """
     import torch
 
@@ -413,20 +415,23 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     for arg, q in (("qa", qa), ("qb", qb)):
         if not isinstance(q, QuantizedTensor):
             raise TypeError(f"{arg}: expected a QuantizedTensor (fp4spec.quantize(x, scheme)), got {type(q).__name__}")
-    c_np = None if c is None else (c.detach().cpu().numpy() if isinstance(c, torch.Tensor) else np.asarray(c))
-    ops = check_operands(model, qa.to_numpy(), qb.to_numpy(), c_np)
+    ops = check_operands(model, qa, qb, c)  # device operands: shapes and schemes only, nothing transferred
     operand_format(qa.scheme)
     operand_format(qb.scheme)
+    numpy_out = not qa.is_torch
     if device is None:
         device = qa.device if qa.is_torch else ("cuda" if torch.cuda.is_available() else "cpu")
     pa, sa, _ = pack_operand(qa, device)
     pb, sb, _ = pack_operand(qb, device)
-    ct = None if ops.c is None else torch.from_numpy(np.ascontiguousarray(ops.c)).to(device)
+    ct = None if ops.c is None else (ops.c if isinstance(ops.c, torch.Tensor)
+                                     else torch.from_numpy(np.ascontiguousarray(ops.c))).to(device)
     if config is None and not tile_config:
         d = DEFAULT_CONFIG if defaults is None else defaults
         config = d.gemm_small if ops.m * ops.n * ops.k_padded <= d.gemm_small_macs else d.gemm
     out = matmul_packed(pa, sa, pb, sb, (qa.scheme, qb.scheme), g=ops.g, c=ct, out_dtype=out_dtype, config=config,
                         **tile_config)
+    if not numpy_out:
+        return out
     if out.dtype == torch.bfloat16:
         return out.view(torch.int16).cpu().numpy().view(np.uint16)
     return out.cpu().numpy()

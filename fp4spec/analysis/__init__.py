@@ -11,7 +11,7 @@ schemes:
 * :func:`attenuation_vs_depth` -- how eta compounds through chained quantized matmuls;
 * :func:`fp4spec.analysis.report.run_analyze` -- the ``fp4spec analyze`` report.
 
-Schemes are given by name and quantized with ``fp4spec.quantize_api.quantize`` (imported
+Schemes are given by name and quantized with ``fp4spec.api.block_scaling.quantize`` (imported
 lazily), or as a callable ``x -> dequantized x``.
 """
 

@@ -1,6 +1,6 @@
 """Turn a scheme name (or a callable) into ``q(x) -> dequantized float array`` along the last axis.
 
-Block-scaled quantization lives in :mod:`fp4spec.quantize_api`; it is imported lazily so the
+Block-scaled quantization lives in :mod:`fp4spec.api.block_scaling`; it is imported lazily so the
 parts of :mod:`fp4spec.analysis` that need no scheme (exact shrinkage bias, RHT,
 distributions) work without it.
 """
@@ -16,23 +16,23 @@ SCHEMES = ("nvfp4", "mxfp4", "ufp4", "nvint4", "hif4")
 
 
 class QuantizeUnavailable(ImportError):
-    """``fp4spec.quantize_api`` cannot be imported, so schemes cannot be used by name."""
+    """``fp4spec.api.block_scaling`` cannot be imported, so schemes cannot be used by name."""
 
 
 def quantize_function():
-    """``fp4spec.quantize_api.quantize``, or :class:`QuantizeUnavailable` naming the cause."""
+    """``fp4spec.api.block_scaling.quantize``, or :class:`QuantizeUnavailable` naming the cause."""
     try:
-        from fp4spec.quantize_api import quantize
+        from fp4spec.api.block_scaling import quantize
     except ImportError as exc:
         raise QuantizeUnavailable(
-            "fp4spec.quantize_api is not available, so schemes cannot be used by name "
+            "fp4spec.api.block_scaling is not available, so schemes cannot be used by name "
             f"({exc}); pass a callable x -> dequantized x instead") from exc
     return quantize
 
 
 def dequantize(qt) -> np.ndarray:
     """float64 values of a QuantizedTensor (``fp4spec.dequantize``)."""
-    from fp4spec.quantize_api import dequantize as _dequantize
+    from fp4spec.api.block_scaling import dequantize as _dequantize
 
     return np.asarray(_dequantize(qt), dtype=np.float64)
 

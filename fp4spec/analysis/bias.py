@@ -137,7 +137,7 @@ def _grid_values(qt, shape):
     elem = getattr(getattr(qt, "scheme", None), "element", None)
     if codes is None or elem is None:
         return None
-    from fp4spec.api import decode
+    from fp4spec.api.elements import decode
 
     codes = np.asarray(codes)
     if codes.shape != tuple(shape):

@@ -23,7 +23,7 @@ def block_quantizer(fmt: str, block: int = 16):
 
 
 def quantize_api():
-    """``fp4spec.quantize_api.quantize`` or skip the test with the reason."""
-    mod = pytest.importorskip("fp4spec.quantize_api",
-                              reason="fp4spec.quantize_api (block-scaled schemes) has not landed yet")
-    return mod.quantize
+    """``fp4spec.quantize``."""
+    from fp4spec.api.block_scaling import quantize
+
+    return quantize

@@ -20,18 +20,27 @@ try:  # now, before a test below unsets TRITON_INTERPRET: triton fixes the inter
 except ImportError:  # pragma: no cover
     pass
 
-import fp4spec
 import fp4spec  # noqa: E402
-from fp4spec import quantize_api  # noqa: E402
+from fp4spec.api import plan as api_plan  # noqa: E402
 from fp4spec.backends import BackendError  # noqa: E402
 from fp4spec.backends.base import Availability  # noqa: E402
 from fp4spec.backends.torch_backend import TorchBackend  # noqa: E402
 from fp4spec.philox import philox4x32  # noqa: E402
-from fp4spec.quantize_api import AUTO_ORDER, select_backend, unsupported_reason  # noqa: E402
+from fp4spec.api.plan import AUTO_ORDER, select_backend, unsupported_reason  # noqa: E402
+from fp4spec.backends.torch_ops import to_numpy  # noqa: E402
 
 from .test_torch_backend import adversarial, with_nonfinite  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytest.fixture(autouse=True)
+def fresh_plans():
+    """The tests patch what backend selection sees (devices, installs, availability): no plan
+    made before or after a test may be reused."""
+    api_plan.clear_plan_cache()
+    yield
+    api_plan.clear_plan_cache()
 
 #: (scheme, overrides, rounding, the backend auto picks for a CPU tensor)
 AUTO_CPU = [
@@ -100,8 +109,8 @@ def fake_cuda_triton(monkeypatch):
     """Auto selection sees x on a CUDA device with an available triton (selection only: no kernel runs)."""
     from fp4spec.backends.triton import TritonBackend
 
-    monkeypatch.setattr(quantize_api, "_device_type", lambda x: "cuda")
-    monkeypatch.setattr(quantize_api, "_installed", lambda module: True)
+    monkeypatch.setattr(api_plan, "_device_type", lambda x: "cuda")
+    monkeypatch.setattr(api_plan, "_installed", lambda module: True)
     monkeypatch.setattr(TritonBackend, "is_available", lambda self: Availability.yes("test GPU"))
 
 
@@ -115,7 +124,7 @@ def test_numpy_input_is_the_emulator(name, fake_cuda_triton):
     assert not q.codes.flags.writeable and not q.scales.flags.writeable
     assert select_backend(x, name) == "numpy"  # even with a GPU backend available
     assert q.equals(fp4spec.quantize(x, name, backend="numpy"))
-    ref = quantize_api._quantize_numpy(x, fp4spec.get_scheme(name), -1, "rne", None, 8, False)
+    ref = fp4spec.quantize(x, name, backend=fp4spec.backends.NumpyBackend())  # a Backend object: not cached
     assert q.equals(ref)
     np.testing.assert_array_equal(q.codes, ref.codes)
     assert isinstance(fp4spec.dequantize(q), np.ndarray)
@@ -157,7 +166,7 @@ def test_torch_cpu_auto_bit_equal_to_numpy(name, over, rounding, expect, axis):
 @pytest.mark.parametrize("backend", ["auto", "torch", "numpy"])
 def test_torch_dtypes(dtype, backend):
     xt = torch.from_numpy(adversarial(3)).to(dtype)
-    ref = fp4spec.quantize(quantize_api._to_numpy(xt), "nvfp4")  # bf16 as ml_dtypes: exact
+    ref = fp4spec.quantize(to_numpy(xt), "nvfp4")  # bf16 as ml_dtypes: exact
     q = fp4spec.quantize(xt, "nvfp4", backend=backend)
     assert q.backend == ("torch" if backend == "auto" else backend)
     assert_torch_qt(q, "cpu")
@@ -277,7 +286,7 @@ def test_explicit_triton_without_interpreter_on_cpu(monkeypatch):
 
 
 def test_explicit_triton_not_installed(monkeypatch):
-    monkeypatch.setattr(quantize_api, "_installed", lambda module: module != "triton")
+    monkeypatch.setattr(api_plan, "_installed", lambda module: module != "triton")
     with pytest.raises(BackendError, match="'triton'.*triton is not installed"):
         fp4spec.quantize(torch.from_numpy(adversarial(0)), "nvfp4", backend="triton")
 
@@ -286,7 +295,7 @@ def test_explicit_triton_unsupported_request(monkeypatch):
     from fp4spec.backends.triton import TritonBackend
 
     monkeypatch.setattr(TritonBackend, "is_available", lambda self: Availability.yes("test"))
-    monkeypatch.setattr(quantize_api, "_device_type", lambda x: "cuda")
+    monkeypatch.setattr(api_plan, "_device_type", lambda x: "cuda")
     x = torch.from_numpy(adversarial(0))
     with pytest.raises(BackendError, match=r"'triton' cannot quantize nvfp4 with rounding='rtz'"):
         fp4spec.quantize(x, "nvfp4", rounding="rtz", backend="triton")

@@ -180,8 +180,9 @@ def test_mixed_schemes_and_torch_operands():
     _, qb, _ = agreeing_case("nvfp4", 16, 16, 64, 4)
     want = model(qa, qb, c)
     assert_bits(G.matmul(qa, qb, c=c, **CPU_CONFIGS["fused"]), want)
-    assert_bits(G.matmul(qa.to_torch(DEV), qb.to_torch(DEV), c=torch.from_numpy(c), **CPU_CONFIGS["hybrid-dup"]),
-                want)
+    got = G.matmul(qa.to_torch(DEV), qb.to_torch(DEV), c=torch.from_numpy(c), **CPU_CONFIGS["hybrid-dup"])
+    assert isinstance(got, torch.Tensor) and got.device.type == DEV  # torch operands: a tensor where they are
+    assert_bits(got.cpu().numpy(), want)
 
 
 def test_matmul_packed_direct():

@@ -11,7 +11,7 @@ pytest.importorskip("torchao.prototype.mx_formats.mx_tensor")
 
 from fp4spec.block_schemes import get_scheme  # noqa: E402
 from fp4spec.conformance import run  # noqa: E402
-from fp4spec.quantize_api import quantize  # noqa: E402
+from fp4spec.api.block_scaling import quantize  # noqa: E402
 from tests.conformance import torchao_backends as T  # noqa: E402
 
 TORCHAO_RCEIL_BUG = "known torchao bug: its eager RCEIL takes ceil(torch.log2(amax / max)) in float32"

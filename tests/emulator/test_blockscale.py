@@ -10,7 +10,7 @@ from fp4spec.block_schemes import get_scheme
 from fp4spec.emulator import blockscale
 from fp4spec.emulator.encode import encode
 from fp4spec.number_formats import get_format
-from fp4spec.quantize_api import quantize
+from fp4spec.api.block_scaling import quantize
 from fp4spec.scaling import dequantize_reference, quantize_reference
 
 F32 = np.float32

@@ -34,7 +34,7 @@ from fp4spec.conformance.matmul_vectors import (
     vector_case,
 )
 from fp4spec.emulator import gemm
-from fp4spec.matmul_api import matmul
+from fp4spec.api.gemm import matmul
 
 MODELS = tuple(accumulators)
 

@@ -31,7 +31,7 @@ from fp4spec.gemm_reference import (
     round_f32,
     sig_exp,
 )
-from fp4spec.matmul_api import matmul
+from fp4spec.api.gemm import matmul
 
 F = Fraction
 P2 = lambda e: F(2) ** e  # noqa: E731

@@ -9,7 +9,7 @@ import pytest
 
 import fp4spec
 from fp4spec.block_schemes import get_scheme
-from fp4spec.quantize_api import quantize
+from fp4spec.api.block_scaling import quantize
 from fp4spec.scaling import (
     dequantize_reference,
     mx_scale_exponent,

@@ -1,4 +1,4 @@
-"""The public conversion API: ``fp4spec.encode`` and ``fp4spec.decode`` over whole arrays.
+"""The public element API: ``fp4spec.encode``, ``fp4spec.decode`` and ``fp4spec.draw_rbits``.
 
 These run the vectorized emulator (:mod:`fp4spec.emulator`), which is tested equal to the
 normative scalar algorithm :func:`fp4spec.reference.encode_scalar`.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .number_formats import Format
-from .rounding import DEFAULT_SR_BITS
+from fp4spec.number_formats import Format
+from fp4spec.rounding import DEFAULT_SR_BITS
 
 
 #: ``draw_rbits`` methods.
@@ -36,7 +36,7 @@ def draw_rbits(shape, sr_bits: int = DEFAULT_SR_BITS, seed=None, *, method: str 
     if not isinstance(method, str) or method not in RBITS_METHODS:
         raise ValueError(f"method: {method!r} is not one of {', '.join(map(repr, RBITS_METHODS))}")
     if method == "philox":
-        from .philox import philox_rbits
+        from fp4spec.philox import philox_rbits
 
         if seed is None:
             raise ValueError("seed: method='philox' needs an integer seed in [-2**63, 2**64) (the kernels' seed)")

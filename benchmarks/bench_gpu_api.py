@@ -1,0 +1,221 @@
+"""The public calls on the GPU, as users call them, against baselines timed in the same run.
+
+    python benchmarks/bench_gpu_api.py [--n 16384] [--gemm 8192] [--iters 20] [--only quant,deq,gemm,host,linear]
+
+Times ``fp4spec.quantize`` (every scheme the GPU backends take, rowwise and ``axis=0``, ``rht="te"``,
+``pad=True``, SR with given bits), ``fp4spec.dequantize`` (nvfp4 and mxfp4 to float32),
+``fp4spec.matmul`` of CUDA operands (``sm90-bf16``, 8192^3), the host overhead of a warm call on
+a 16 x 64 tensor and a fake-quant linear ``dq(q(x)) @ dq(q(w)).T``, each with CUDA events
+around the public call (host work included), and prints:
+
+* ms and the share of a bf16 copy's bandwidth for the bytes the call must move (x read, codes
+  and scales written), the copy timed in the same run;
+* for quantize, the time of the kernels alone (``quantize_packed`` on the prepared tensor:
+  the public call's cost over the kernels it launches);
+* matmul and the fake-quant linear against bf16 ``torch.matmul`` of the same size;
+* torchao's compiled NVFP4 / MXFP4 quantize beside ours when torchao is importable.
+
+Checks (it exits non-zero otherwise): every timed quantize equals the emulator on a 256-row
+slice of x, bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+
+from gpu_timing import copy_baseline, event_time, log
+
+import fp4spec
+from fp4spec.backends.triton import quantize_packed
+
+QUANT = [  # (label, scheme, kwargs)
+    ("mxfp4", "mxfp4", {}),
+    ("mxfp4 rceil", "mxfp4:scale_rule=rceil", {}),
+    ("mxfp4 axis=0", "mxfp4", {"axis": 0}),
+    ("mxfp4 rht=te", "mxfp4", {"rht": "te"}),
+    ("nvfp4", "nvfp4", {}),
+    ("nvfp4 axis=0", "nvfp4", {"axis": 0}),
+    ("nvfp4 rht=te", "nvfp4", {"rht": "te"}),
+    ("nvfp4_2d", "nvfp4_2d", {}),
+    ("ufp4", "ufp4", {}),
+    ("nvint4", "nvint4", {}),
+    ("mxfp8_e4m3", "mxfp8_e4m3", {}),
+    ("hif4", "hif4", {}),
+    ("nvfp4 sr (given bits)", "nvfp4", {"rounding": "sr"}),
+    ("nvfp4 pad=True", "nvfp4", {"pad": True, "cols": -8}),
+]
+
+
+def out_bytes(q) -> int:
+    return int(q.data.numel() * q.data.element_size() + q.scales.numel())
+
+
+def check_slice(x, scheme, kw) -> bool:
+    """The public call on the device equals the emulator on a CPU copy, bit for bit, on the
+    first 256 rows (columns for axis=0) of x."""
+    cut = (slice(None), slice(0, 256)) if kw.get("axis", -1) == 0 else (slice(0, 256),)
+    xs = x[cut]
+    ks = {k: (v[cut] if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    ref = fp4spec.quantize(xs.cpu(), scheme, backend="numpy",
+                           **{k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in ks.items()})
+    return fp4spec.quantize(xs, scheme, **ks).equals(ref)
+
+
+def bench_quant(x, iters, t_copy, rows):
+    bad = 0
+    for label, scheme, kw in QUANT:
+        kw = dict(kw)
+        xi = x[:, :x.shape[1] + kw.pop("cols")] if "cols" in kw else x
+        if kw.get("rounding") == "sr":
+            kw["rbits"] = torch.randint(0, 256, xi.shape, dtype=torch.int32, device=x.device)
+        try:
+            q = fp4spec.quantize(xi, scheme, **kw)
+            t = event_time(lambda: fp4spec.quantize(xi, scheme, **kw), iters)
+        except Exception as exc:  # noqa: BLE001 -- a row that cannot run says why
+            log(f"{label}: {type(exc).__name__}: {str(exc)[:120]}")
+            continue
+        moved = xi.numel() * xi.element_size() + out_bytes(q)
+        bw = moved / t
+        kern = ""
+        if q.backend == "triton" and "rht" not in kw and kw.get("rounding") != "sr" and "pad" not in kw:
+            ax = kw.get("axis", -1)
+            tk = event_time(lambda: quantize_packed(xi, scheme, axis=ax), iters)
+            kern = f"{tk * 1e3:.3f} ms ({t / tk:.2f}x)"
+        ok = check_slice(xi, scheme, kw)
+        bad += not ok
+        rows.append((f"quantize {label}", q.backend, t, f"{bw / (2 * x.numel() * x.element_size() / t_copy):.0%}",
+                     kern, "ok" if ok else "DIFFERS"))
+        log(f"{label}: {t * 1e3:.3f} ms on {q.backend} {kern} {'ok' if ok else 'DIFFERS'}")
+    return bad
+
+
+def bench_deq(x, iters, t_copy, rows):
+    for scheme in ("nvfp4", "mxfp4"):
+        q = fp4spec.quantize(x, scheme)
+        t = event_time(lambda: fp4spec.dequantize(q), iters)
+        moved = out_bytes(q) + x.numel() * 4
+        rows.append((f"dequantize {scheme} -> fp32", "auto", t,
+                     f"{moved / t / (2 * x.numel() * x.element_size() / t_copy):.0%}", "", ""))
+        log(f"dequantize {scheme}: {t * 1e3:.3f} ms")
+
+
+def bench_gemm(n, iters, rows):
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    t_bf16 = event_time(lambda: a @ b.T, iters)
+    flops = 2 * n ** 3
+    rows.append((f"bf16 torch.matmul {n}^3", "-", t_bf16, f"{flops / t_bf16 / 1e12:.0f} TFLOP/s", "", ""))
+    for scheme in ("nvfp4", "mxfp4"):
+        qa, qb = fp4spec.quantize(a, scheme), fp4spec.quantize(b, scheme)
+        try:
+            t = event_time(lambda: fp4spec.matmul(qa, qb, accumulator="sm90-bf16"), max(3, iters // 4))
+        except Exception as exc:  # noqa: BLE001
+            log(f"matmul {scheme}: {type(exc).__name__}: {str(exc)[:160]}")
+            continue
+        out = fp4spec.matmul(qa, qb, accumulator="sm90-bf16")
+        rows.append((f"matmul {scheme} sm90-bf16 {n}^3", "triton" if out.is_cuda else "?", t,
+                     f"{t_bf16 / t:.0%} of bf16", "", ""))
+        log(f"matmul {scheme}: {t * 1e3:.2f} ms ({t_bf16 / t:.0%} of bf16)")
+    return t_bf16
+
+
+def bench_linear(iters, rows):
+    m, k, n = 8192, 4096, 4096
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    t_bf16 = event_time(lambda: x @ w.T, iters)
+
+    def fake_quant():
+        xq = fp4spec.dequantize(fp4spec.quantize(x, "nvfp4")).to(torch.bfloat16)
+        wq = fp4spec.dequantize(fp4spec.quantize(w, "nvfp4")).to(torch.bfloat16)
+        return xq @ wq.T
+
+    t = event_time(fake_quant, iters)
+    rows.append(("fake-quant linear nvfp4 8192x4096x4096", "auto", t, f"{t / t_bf16:.2f}x bf16", "", ""))
+    log(f"fake-quant linear: {t * 1e3:.3f} ms, {t / t_bf16:.2f}x the bf16 matmul")
+
+
+def bench_host(rows):
+    x = torch.randn(16, 64, device="cuda", dtype=torch.bfloat16)
+    for scheme in ("nvfp4", "mxfp4"):
+        q = fp4spec.quantize(x, scheme)
+        for label, fn in (("quantize", lambda: fp4spec.quantize(x, scheme)), ("dequantize", lambda: fp4spec.dequantize(q))):
+            for _ in range(20):
+                fn()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            n = 200
+            for _ in range(n):
+                fn()
+            t_host = (time.perf_counter() - t0) / n  # launches queue: the host's time per call
+            torch.cuda.synchronize()
+            rows.append((f"host: {label} {scheme} 16x64", "auto", t_host, "", "", ""))
+            log(f"host {label} {scheme}: {t_host * 1e6:.0f} us per call")
+
+
+def bench_torchao(x, iters, rows):
+    try:
+        from torchao.prototype.mx_formats.mx_tensor import to_mx
+        from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
+    except Exception as exc:  # noqa: BLE001
+        log(f"torchao: not benchmarked ({type(exc).__name__}: {str(exc)[:80]})")
+        return
+
+    @torch.compile
+    def ao_nv(t):
+        return NVFP4Tensor.to_nvfp4(t, per_tensor_scale=per_tensor_amax_to_scale(t.abs().max()))
+
+    @torch.compile
+    def ao_mx(t):
+        return to_mx(t, torch.float4_e2m1fn_x2, 32)
+
+    for label, fn in (("torchao nvfp4 (compiled)", ao_nv), ("torchao mxfp4 (compiled)", ao_mx)):
+        try:
+            t = event_time(lambda: fn(x), iters)
+        except Exception as exc:  # noqa: BLE001
+            log(f"{label}: {type(exc).__name__}: {str(exc)[:120]}")
+            continue
+        rows.append((label, "torchao", t, "", "", ""))
+        log(f"{label}: {t * 1e3:.3f} ms")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=16384)
+    ap.add_argument("--gemm", type=int, default=8192)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--only", default="quant,deq,gemm,host,linear,torchao")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    log(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, fp4spec {fp4spec.__version__}")
+    x = torch.randn(args.n, args.n, device="cuda", dtype=torch.bfloat16)
+    t_copy, _ = copy_baseline(x, args.iters)
+    rows = [(f"bf16 copy {args.n}^2", "-", t_copy, "100%", "", "")]
+    bad = 0
+    if "quant" in only:
+        bad += bench_quant(x, args.iters, t_copy, rows)
+    if "torchao" in only:
+        bench_torchao(x, args.iters, rows)
+    if "deq" in only:
+        bench_deq(x, args.iters, t_copy, rows)
+    if "gemm" in only:
+        bench_gemm(args.gemm, args.iters, rows)
+    if "linear" in only:
+        bench_linear(args.iters, rows)
+    if "host" in only:
+        bench_host(rows)
+    print()
+    print("| call | backend | ms | vs baseline | kernels alone (call / kernels) | check |")
+    print("|---|---|---:|---|---|---|")
+    for label, backend, t, rel, kern, ok in rows:
+        ms = f"{t * 1e3:.3f}" if t >= 1e-4 else f"{t * 1e6:.0f} us"
+        print(f"| {label} | {backend} | {ms} | {rel} | {kern} | {ok} |")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The public block-scaling API: ``fp4spec.quantize`` and ``fp4spec.dequantize``.
+
+Both resolve the request (scheme, options, backend) and hand the arrays to one backend
+method: ``Backend.quantize`` / ``Backend.dequantize``, the methods ``fp4spec conform``
+certifies. For numpy input that is the emulator (:mod:`fp4spec.emulator`), tested equal, bit
+for bit, to the scalar reference; torch tensors stay on their device (the triton or torch
+backend); ``backend=`` names one explicitly (docs/backends.md).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+
+from fp4spec.backends import BackendError
+from fp4spec.backends.registry import as_availability
+from fp4spec.block_schemes import Scheme
+from fp4spec.quantized import QuantizedTensor, _max_value
+from fp4spec.rounding import DEFAULT_SR_BITS
+
+from .plan import AUTO, array_kind, backend_kind, backend_object, plan_quantize
+
+#: The order ``dequantize(backend="auto")`` tries for torch fields (triton on CUDA devices only).
+DEQUANTIZE_ORDER = ("triton", "torch")
+
+
+def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne", rbits=None,
+             sr_bits: int = DEFAULT_SR_BITS, pad: bool = False, backend="auto", rht=None,
+             **overrides) -> QuantizedTensor:
+    """Quantize x with a block-scaling scheme.
+
+    Args:
+        x: float16, bfloat16 (ml_dtypes), float32 or float64 array (at least 1-d), or a
+            torch tensor of one of those dtypes on any device.
+        scheme: a scheme name (``fp4spec.schemes``: mxfp4, mxfp6_e2m3, mxfp6_e3m2,
+            mxfp8_e4m3, mxfp8_e5m2, nvfp4, nvfp4_2d, ufp4, nvint4, hif4) or a
+            :class:`~fp4spec.block_schemes.Scheme`.
+        axis: the axis the blocks run along (default: the last). 2D tiles cover this axis
+            and the one before it (after moving ``axis`` last).
+        rounding: element rounding: ``"rne"`` (default), ``"rna"``, ``"rtz"``, ``"rup"``,
+            ``"rdn"``, ``"rto"`` or ``"sr"``. Scales are always computed as the scheme says.
+        rbits: for ``"sr"``: one random integer in [0, 2**sr_bits) per element,
+            broadcastable to x (see :func:`fp4spec.draw_rbits`); numpy or torch.
+        sr_bits: random bits per element for ``"sr"`` (default 8, as Blackwell ``cvt.rs``).
+        pad: pad the blocked axis (and for tiles the axis before it) with zeros to whole
+            blocks instead of raising ValueError.
+        backend: who computes it: ``"auto"`` (default), ``"numpy"`` (the emulator),
+            ``"torch"``, ``"triton"``, or any :func:`fp4spec.backends.get_backend` name.
+            ``"auto"``: numpy input -> numpy; a torch tensor -> the first of triton (CUDA
+            tensors only), torch, numpy that supports the request (:func:`select_backend`).
+            A backend named explicitly runs or raises :class:`~fp4spec.backends.BackendError`
+            saying why it cannot (never a silent fallback). Every backend gives the same
+            bits; ``QuantizedTensor.backend`` records which one ran.
+        rht: a Random Hadamard Transform to apply before quantizing (step 3): None
+            (default), an :class:`~fp4spec.rht.RHT`, ``"te"`` (TransformerEngine's: size 16,
+            its signs, fwht-fp32 arithmetic, BF16 output) or an int seed (size 16, signs drawn
+            from the seed); see :func:`~fp4spec.rht.resolve_rht`. ``backend="auto"`` picks
+            only a backend that claims it (``Capabilities.rht``).
+        **overrides: scheme fields, see :func:`~fp4spec.block_schemes.get_scheme`
+            (``scale_rule``, ``profile``, ``block_size``, ``element_max``...).
+
+    Returns:
+        A :class:`~fp4spec.quantized.QuantizedTensor`: numpy arrays for numpy x, torch
+        tensors on x's device for a torch x (whichever backend ran). With ``rht`` it
+        records the transform (``q.rht``) and holds the *rotated* values: dequantize does
+        not undo the RHT.
+
+    Normative algorithm:
+
+    1. Resolve the scheme (``get_scheme(scheme, **overrides)``) and the RHT
+       (:func:`~fp4spec.rht.resolve_rht`; None: no transform).
+    2. Prepare x (:func:`fp4spec.scaling.prepare_input`): validate, convert to float32 (RNE
+       from float64, exact from float16/bfloat16), move ``axis`` last, check or pad the
+       length. (A torch backend reads bfloat16 and float16 as they are: the conversion is exact.)
+    3. With an RHT only: ``x' = rht.apply(x prepared, axis=-1)`` -- the transform runs along
+       the blocked axis, on the prepared float32 values, after padding (the padded length
+       must be a multiple of ``rht.size``, else ValueError) -- then converted to float32
+       (exact from BF16 and float32 output; RNE from float64 output). The next step uses x'
+       in place of x: the tensor amax of two-level schemes is taken over x'
+       (TransformerEngine: the global amax after the RHT) and ``rbits[i]`` rounds
+       ``x'[i]`` (the same positions).
+    4. MX schemes: per block of k, :func:`fp4spec.scaling.quantize_block_mx`.
+       Two-level schemes: the tensor scale from the amax of all of x
+       (:func:`fp4spec.scaling.two_level_tensor_scale`), then per block or tile
+       :func:`fp4spec.scaling.quantize_tile_two_level`. HiF4: ``hif4_quantize``.
+    5. Move the blocked axis back to ``axis``; record the RHT.
+
+    The backend only changes where these steps run, not their result: the torch and triton
+    backends are tested bit-equal to the numpy emulator, which is tested equal to the
+    scalar reference. The request is resolved once (:func:`~fp4spec.api.plan.plan_quantize`:
+    steps 1-2's checks, the backend; cached per request) and x goes to the chosen backend's
+    ``quantize``, the method ``fp4spec conform --backend`` certifies.
+    """
+    plan = plan_quantize(x, scheme, overrides, axis=axis, rounding=rounding, rbits_given=rbits is not None,
+                         sr_bits=sr_bits, pad=pad, rht=rht, backend=backend)
+    return plan.run(x, rbits)
+
+
+def dequantize(q: QuantizedTensor, *, backend=AUTO):
+    """float32 values of a :class:`~fp4spec.quantized.QuantizedTensor`, in the quantized x's shape.
+
+    MX: ``fp32(P * 2^(s - 127))`` (NaN where the scale code is 0xFF). Two-level, by the
+    profile's ``nv_dequant_order``: TE ``fp32(fp32(P * s) * S_dec)``, torchao
+    ``fp32(P * fp32(pts * s))`` (s = the decoded UE4M3 scale, NaN for 0x7F). HiF4:
+    ``hif4_dequantize``. Padding is cropped.
+
+    With ``q.rht`` (quantized with ``rht=``) the values are in the rotated basis:
+    dequantize does NOT undo the RHT; ``q.rht.inverse(values, axis=q.axis)`` does, up to
+    rounding, when q was not padded (the RHT ran over the padding too, which is cropped here).
+
+    A numpy QuantizedTensor gives a numpy array (the emulator). One of torch tensors gives a
+    float32 torch tensor on their device, without leaving it: ``backend="auto"`` takes the
+    triton kernels on a CUDA device (they read the packed codes as stored) where they
+    dequantize the scheme, else the torch backend (MX, two-level, HiF4: the same float32
+    operations), else the emulator on a CPU copy. ``backend=`` names one explicitly.
+    """
+    if not isinstance(q, QuantizedTensor):
+        raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
+    _check_scale_codes(q)
+    b = _dequantize_backend(q, backend)
+    out = b.dequantize(q if backend_kind(b) == array_kind(q.data) else _as_kind(q, backend_kind(b), b))
+    if array_kind(out) != array_kind(q.data):
+        out = _to_torch(out, q.device) if q.is_torch else _to_numpy_values(out)
+    return out
+
+
+def _dequantize_backend(q: QuantizedTensor, backend):
+    """``backend="auto"``: numpy fields -> the emulator; torch fields -> the first of triton
+    (CUDA only), torch, numpy that dequantizes the scheme (``Backend.dequantize_reason``)."""
+    if not (isinstance(backend, str) and backend == AUTO):
+        b = backend_object(backend)
+        reason = _dequantize_refusal(b, q)
+        if reason:
+            raise BackendError(f"backend: {b.name!r} cannot dequantize {q.scheme.name}: {reason}")
+        return b
+    if not q.is_torch:
+        return backend_object("numpy")
+    for name in DEQUANTIZE_ORDER:
+        if name == "triton" and q.device.type != "cuda":
+            continue
+        if importlib.util.find_spec(name) is None:
+            continue
+        b = backend_object(name)
+        if not _dequantize_refusal(b, q):
+            return b
+    return backend_object("numpy")
+
+
+def _dequantize_refusal(b, q: QuantizedTensor) -> str:
+    if not as_availability(b.is_available()):
+        return "not available here"
+    check = getattr(b, "why_no_dequantize", None)
+    if callable(check):
+        return check(q.scheme)
+    caps = b.capabilities()
+    if not caps.supports("dequantize"):
+        return "it does not claim dequantize"
+    return "" if caps.supports_scheme(q.scheme) else f"scheme {q.scheme.name!r} is not among its capabilities"
+
+
+def _as_kind(q: QuantizedTensor, kind: str, b) -> QuantizedTensor:
+    return q.to_torch(getattr(b, "device", "cpu")) if kind == "torch" else q.to_numpy()
+
+
+def _to_torch(a, device):
+    from fp4spec.backends.torch_ops import as_torch
+
+    return as_torch(np.asarray(a, np.float32), device)
+
+
+def _to_numpy_values(a):
+    from fp4spec.backends.torch_ops import to_numpy
+
+    return np.ascontiguousarray(to_numpy(a), np.float32)
+
+
+def _check_scale_codes(q: QuantizedTensor) -> None:
+    """Scale bytes beyond the scale format's codes (UE4M3 has 7 bits; a float8_e4m3fn byte with
+    its sign bit set is not one) cannot be dequantized: a ValueError naming them. A
+    QuantizedTensor keeps such bytes (what a GEMM makes of them is its model's policy)."""
+    top = (1 << q.scheme.scale.bits) - 1
+    m = _max_value(q.scales)
+    if m is not None and m > top:
+        raise ValueError(f"scales: {q.scheme.scale.name} scale codes are {q.scheme.scale.bits}-bit (0..{top:#x}); "
+                         f"found {m:#x}, which dequantize cannot decode (bit 7 of a float8_e4m3fn byte is its sign)")
+
+
+__all__ = ["DEQUANTIZE_ORDER", "dequantize", "quantize"]
