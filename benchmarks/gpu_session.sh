@@ -15,6 +15,8 @@
 #             instructions, every variant, the fused RHT, the GEMM, backend="auto" on CUDA)
 #   backendtests  the other triton tests (tests/backends/test_triton_*.py) on the GPU's kernels
 #   quant     benchmarks/bench_gpu_quantize.py (quantize / dequantize timings; QUANT_ARGS passes flags)
+#   api       benchmarks/bench_gpu_api.py (the public calls against copy and bf16 matmul; API_ARGS)
+#   train     benchmarks/bench_gpu_training_step.py (a training step per recipe against bf16; TRAIN_ARGS)
 #   rows      benchmarks/bench_gpu_rows.py (rowwise tiles and the experiments)
 #   mma       benchmarks/bench_gpu_rht_mma.py (the RHT on the tensor cores; MMA_ARGS)
 #   gemm      benchmarks/bench_gpu_gemm.py (8192^3 sweep; GEMM_ARGS)
@@ -67,6 +69,8 @@ for step in "${steps[@]}"; do
     backendtests) run_step backendtests timeout "${BACKENDTESTS_TIMEOUT:-420}" $PYTEST -m "not gpu" --junitxml="$LOG/backendtests.xml" \
                     ${BACKENDTESTS_ARGS:-tests/backends/test_triton_backend.py tests/backends/test_triton_rowwise.py tests/backends/test_triton_rht.py tests/backends/test_triton_rht_mma.py tests/backends/test_triton_gemm.py} ;;
     quant) run_step quant timeout "${QUANT_TIMEOUT:-300}" python3 benchmarks/bench_gpu_quantize.py ${QUANT_ARGS:-} ;;
+    api) run_step api timeout "${API_TIMEOUT:-300}" python3 benchmarks/bench_gpu_api.py ${API_ARGS:-} ;;
+    train) run_step train timeout "${TRAIN_TIMEOUT:-300}" python3 benchmarks/bench_gpu_training_step.py ${TRAIN_ARGS:-} ;;
     rows) run_step rows timeout "${ROWS_TIMEOUT:-240}" python3 benchmarks/bench_gpu_rows.py ${ROWS_ARGS:-} ;;
     mma) run_step mma timeout "${MMA_TIMEOUT:-300}" python3 benchmarks/bench_gpu_rht_mma.py ${MMA_ARGS:-} ;;
     gemm) run_step gemm timeout "${GEMM_TIMEOUT:-300}" python3 benchmarks/bench_gpu_gemm.py ${GEMM_ARGS:-} ;;
