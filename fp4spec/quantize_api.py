@@ -134,7 +134,9 @@ def _rotate(prep, rht: RHT | None, axis):
 
 def _quantize_numpy(x, sch: Scheme, axis, rounding, rbits, sr_bits, pad, rht=None) -> QuantizedTensor:
     """The emulator (the reference): the normative steps 2-5 of :func:`quantize`."""
-    prep = prepare_input(x, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, pad=pad)
+    keep_16bit = rht is None and sch.structure != "hif4"  # the emulator widens blocks chunk by chunk
+    prep = prepare_input(x, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, pad=pad,
+                         keep_16bit=keep_16bit)
     prep = _rotate(prep, rht, axis)
     if sch.structure == "hif4":
         return _quantize_hif4(prep, sch, rounding, rht)

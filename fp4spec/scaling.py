@@ -421,7 +421,8 @@ def dequantize_two_level_scalar(code: int, scale_code: int, global_scale, scheme
 
 @dataclasses.dataclass(frozen=True)
 class PreparedInput:
-    """x ready for blocking: float32, the blocked axis last, padded to whole blocks.
+    """x ready for blocking: float32 (or as given, float16 or bfloat16, with ``keep_16bit``),
+    the blocked axis last, padded to whole blocks.
 
     ``rbits``: the random bits moved and padded the same way (None unless ``rounding="sr"``).
     ``axis``: the blocked axis of the original x (non-negative). ``shape``: x's shape.
@@ -444,7 +445,7 @@ def _as_float_input(x) -> np.ndarray:
 
 
 def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=None, sr_bits: int = 8,
-                  pad: bool = False) -> PreparedInput:
+                  pad: bool = False, keep_16bit: bool = False) -> PreparedInput:
     """Step 0 of every scheme: validate, convert to float32, move the axis, pad.
 
     1. x must be a float16, bfloat16, float32 or float64 array with at least one dimension
@@ -459,6 +460,10 @@ def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=No
        length of the second-to-last axis a multiple of r -- else ValueError, unless
        ``pad=True``: then x is padded at the end with +0.0 (random bits with 0) to whole
        blocks. Padding never changes an amax.
+
+    ``keep_16bit=True`` skips step 3 for float16 and bfloat16 input: every value of theirs is
+    a float32 value, so the result is the same, and the vectorized emulator widens the blocks
+    chunk by chunk instead of the whole tensor at once.
     """
     from .rounding import check_rounding
 
@@ -476,8 +481,9 @@ def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=No
         r = np.moveaxis(np.asarray(check_rbits(rbits, arr.shape, sr_bits)), ax, -1)
     elif rbits is not None:
         raise ValueError(f"rbits: only used with rounding='sr', not {mode!r}")
+    keep = keep_16bit and arr.dtype.itemsize == 2
     with np.errstate(over="ignore"):
-        x32 = np.moveaxis(arr.astype(np.float32, copy=False), ax, -1)
+        x32 = np.moveaxis(arr if keep else arr.astype(np.float32, copy=False), ax, -1)
     widths = [(0, 0)] * x32.ndim
     k = scheme.block_size
     n = x32.shape[-1]
