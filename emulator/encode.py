@@ -8,7 +8,9 @@ modes differ only in ``T``. Small grids use one comparison pass per threshold (f
 binary search in numpy); large grids use ``np.searchsorted``. Stochastic rounding and
 round-to-odd work from the index of the lower neighbour with exact float comparisons.
 Inputs are widened exactly: float16/bfloat16 to float32, float32 stays float32, float64
-stays float64.
+stays float64. Large arrays run chunk by chunk (the temporaries stay in the CPU cache), and
+formats of at most 6 bits take lookup tables built by this encoder
+(:mod:`fp4spec.emulator.encode_table`).
 """
 
 from __future__ import annotations
