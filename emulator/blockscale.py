@@ -80,9 +80,12 @@ def max_of_aligned_groups(flat: np.ndarray, k: int) -> np.ndarray:
 
 def as_float32(a: np.ndarray) -> np.ndarray:
     """a as float32 (exact from float16 and bfloat16; no copy if it already is). A bfloat16
-    is the high half of its float32, so it widens by a shift (3x faster than its cast)."""
+    is the high half of its float32, so it widens by a shift (4x faster than its cast;
+    the integer cast then an in-place shift is faster than a shift that casts)."""
     if a.dtype == ml_dtypes.bfloat16:
-        return np.left_shift(a.view(np.uint16), 16, dtype=np.uint32).view(np.float32)
+        bits = a.view(np.uint16).astype(np.uint32)
+        bits <<= 16
+        return bits.view(np.float32)
     return a.astype(np.float32, copy=False)
 
 
