@@ -124,15 +124,15 @@ def main():
           f"load average {load0:.1f} before, {load1:.1f} after")
     print(f"x: {args.rows} x {args.cols} = {n:,} elements (standard normal x 2), {args.rounds} rounds; "
           f"checked against ml_dtypes: equal")
-    print(f"{'case':<36}{'ratio vs ml_dtypes, median [min, max]':>44}{'best M el/s':>13}")
-    print(f"{'':<36}{'CPU time':>22}{'wall time':>22}")
+    print(f"{'case':<36}{'ratio vs ml_dtypes, median [min, max]':>48}{'best M el/s':>13}")
+    print(f"{'':<36}{'CPU time':>24}{'wall time':>24}")
     for name, ts in times.items():
         cells = []
         for clock in (0, 1):
             r = [tb[clock] / tc[clock] for tb, tc in ts]
             cells.append(f"{statistics.median(r):.2f}x [{min(r):.2f}, {max(r):.2f}]")
         best = n / min(tc[1] for _, tc in ts) / 1e6
-        print(f"{name:<36}{cells[0]:>22}{cells[1]:>22}{best:>13.1f}")
+        print(f"{name:<36}{cells[0]:>24}{cells[1]:>24}{best:>13.1f}")
     for kind in ("cast", "decode"):
         tb = [tb[1] for name, (base, _) in calls.items() if base == kind for tb, _ in times[name]]
         print(f"baseline {kind!r}: best {n / min(tb) / 1e6:.1f} M el/s (wall)")
