@@ -33,6 +33,8 @@ class NumpyBackend(Backend):
     """The vectorized numpy emulator (the reference backend)."""
 
     name = "numpy"
+    #: quantize takes float16 / bfloat16 x as well (widened block by block: the same values).
+    reads_16bit = True
 
     def is_available(self) -> Availability:
         return Availability.yes(f"numpy {np.__version__} on the CPU")
@@ -56,7 +58,9 @@ class NumpyBackend(Backend):
         (the plug-in contract; :func:`fp4spec.quantize` has done step 2): the RHT along that
         axis (``rht.apply``, then float32), then the emulator's blocks."""
         sch = resolve_scheme(scheme)
-        x = np.asarray(x, dtype=np.float32)
+        x = np.asarray(x)
+        if x.dtype.itemsize != 2 or rht is not None or sch.structure == "hif4":
+            x = x.astype(np.float32, copy=False)  # exact from float16 / bfloat16
         if rht is not None:
             with np.errstate(over="ignore", invalid="ignore"):  # inf - inf in a butterfly is NaN, as IEEE says
                 x = np.ascontiguousarray(rht.apply(x, axis=-1).astype(np.float32))

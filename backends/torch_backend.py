@@ -294,11 +294,13 @@ def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=
             raise ValueError("rbits: rounding='sr' needs explicit random bits")
         if not 1 <= int(sr_bits) <= 32:
             raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")
+        if not isinstance(rbits, torch.Tensor):  # numpy bits are checked here (no transfer); torch bits by the caller
+            from fp4spec.rounding import check_rbits
+
+            rbits = check_rbits(rbits, tuple(x.shape), sr_bits)
         rb = as_torch(rbits, xm.device)
-        rb = torch.movedim(rb.expand(x.shape) if rb.dim() == x.dim() else rb.expand(x.shape), axis, -1)
+        rb = torch.movedim(rb.expand(x.shape), axis, -1)
         rb = rb.to(torch.int64).reshape(*xm.shape[:-1], -1, k)
-        if rb.numel() and (int(rb.min()) < 0 or int(rb.max()) >= (1 << int(sr_bits))):
-            raise ValueError(f"rbits: values must be in [0, 2**{sr_bits})")
     elif rbits is not None:
         raise ValueError(f"rbits: only used with rounding='sr', not {rounding!r}")
     else:

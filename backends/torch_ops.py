@@ -64,10 +64,11 @@ def to_numpy(a):
 
 # -- input preparation (fp4spec.scaling.prepare_input for torch tensors) ---------------------------
 
-def check_rbits_tensor(rbits, shape, sr_bits: int, device):
+def check_rbits_tensor(rbits, shape, sr_bits: int, device, *, check: bool = True):
     """:func:`fp4spec.rounding.check_rbits` for numpy or torch rbits: an int64 tensor of x's
-    ``shape`` on ``device`` (broadcast, not copied). The range check reads the bits' min and
-    max, one device-to-host transfer."""
+    ``shape`` on ``device`` (broadcast, not copied). The range check of torch rbits reads
+    their min and max, one device-to-host transfer; ``check=False`` skips it (numpy rbits are
+    always checked: no transfer)."""
     torch = _torch()
     if not isinstance(rbits, torch.Tensor):
         from fp4spec.rounding import check_rbits
@@ -77,7 +78,7 @@ def check_rbits_tensor(rbits, shape, sr_bits: int, device):
     if rbits.dtype.is_floating_point or rbits.dtype.is_complex or rbits.dtype == torch.bool:
         raise ValueError(f"rbits: dtype {rbits.dtype} is not an integer dtype")
     rb = rbits.detach().to(device=device, dtype=torch.int64)
-    if rb.numel():
+    if check and rb.numel():
         lo, hi = torch.aminmax(rb)
         lo, hi = int(lo), int(hi)
         if lo < 0 or hi >= (1 << int(sr_bits)):
@@ -89,7 +90,7 @@ def check_rbits_tensor(rbits, shape, sr_bits: int, device):
         raise ValueError(f"rbits: shape {tuple(rbits.shape)} does not broadcast to x's shape {shape}") from None
 
 
-def prepare_tensor(x, layout, rbits=None, sr_bits: int = 8):
+def prepare_tensor(x, layout, rbits=None, sr_bits: int = 8, *, check: bool = True):
     """Steps 3-5 of :func:`fp4spec.scaling.prepare_input` for a torch tensor whose layout
     :func:`fp4spec.scaling.input_layout` checked: (x, rbits) with the blocked axis last (a
     view where nothing is padded) and zeros padded to whole blocks. float64 is rounded to
@@ -102,7 +103,7 @@ def prepare_tensor(x, layout, rbits=None, sr_bits: int = 8):
     xm = torch.movedim(x, layout.axis, -1)
     rb = None
     if rbits is not None:
-        rb = torch.movedim(check_rbits_tensor(rbits, layout.shape, sr_bits, x.device), layout.axis, -1)
+        rb = torch.movedim(check_rbits_tensor(rbits, layout.shape, sr_bits, x.device, check=check), layout.axis, -1)
     if layout.is_padded:
         w = layout.widths
         spec = (0, w[-1]) if len(w) < 2 or not w[-2] else (0, w[-1], 0, w[-2])

@@ -4,9 +4,11 @@ Same steps, same float32 operations in the same order, whole arrays at a time: b
 reshape to ``(..., n_blocks, block)``, amax is a reduction over the last axis, scales are
 float32 numpy operations on the ``(..., n_blocks)`` array of amaxes (E8M0 exponents are
 integer operations on the float32 bit patterns), and elements are one broadcast multiply
-followed by the threshold encoder :func:`fp4spec.emulator.encode.encode`. No Python loop
-runs per block. Inputs here are already float32 with the blocked axis last and padded
-(:func:`fp4spec.scaling.prepare_input`).
+followed by :func:`fp4spec.emulator.encode.encode` (by lookup table for elements of at most
+6 bits, :mod:`fp4spec.emulator.encode_table`). No Python loop
+runs per block. Inputs here are float32 with the blocked axis last and padded
+(:func:`fp4spec.scaling.prepare_input`), or float16 / bfloat16 the same way (``keep_16bit``):
+those are widened to float32 chunk by chunk (exact), never the whole tensor at once.
 
 Shortcuts that are provably identical to the reference (and tested equal to it):
 
@@ -20,7 +22,12 @@ Shortcuts that are provably identical to the reference (and tested equal to it):
   generic encoder on a 127-code format and tested equal to it (:func:`encode_ue4m3`).
 * amax is the maximum of the float32 bit patterns with the sign bit cleared: for
   non-negative floats the integer order is the numeric order, and every NaN pattern is
-  above +Inf, so a block holding a NaN has a NaN amax exactly as ``np.max`` gives.
+  above +Inf, so a block holding a NaN has a NaN amax exactly as ``np.max`` gives. The
+  same holds for bfloat16 patterns (the high halves of float32 ones), so bfloat16 blocks are
+  reduced before widening. Blocks of a power-of-two size are reduced by halving
+  (:func:`max_of_aligned_groups`), which is the same maximum taken in another order.
+* Dequantize gathers ``values[codes]`` and multiplies by the per-block factor (and the
+  tensor factor) in the reference's order, chunk by chunk into one output array.
 
 Blocks are independent once the tensor scale is known, so the work runs over chunks of
 whole blocks (or whole tiles) of about :data:`CHUNK_ELEMENTS` elements, which keeps every
@@ -39,14 +46,47 @@ from .encode import encode
 
 F32 = np.float32
 
-#: Elements per chunk of blocks (float32: 512 KiB, about half an L2 cache).
-CHUNK_ELEMENTS = 1 << 17
+#: Elements per chunk of blocks (float32: 1 MiB; the element encoder works through a chunk
+#: in pieces of its own, so this only bounds the per-block arrays and the Python loop).
+CHUNK_ELEMENTS = 1 << 18
 
 
 def abs_max_last(a: np.ndarray) -> np.ndarray:
-    """max |a| over the last axis of a float32 array; NaN if any element is NaN."""
-    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) & np.uint32(0x7FFFFFFF)
-    return np.max(bits, axis=-1).view(np.float32)
+    """float32 max |a| over the last axis of a float32, float16 or bfloat16 array; NaN if any
+    element is NaN. bfloat16 is reduced on its 16-bit patterns (the same order), then widened."""
+    if a.dtype == ml_dtypes.bfloat16:
+        m = _max_last(np.ascontiguousarray(a).view(np.uint16) & np.uint16(0x7FFF))
+        return (m.astype(np.uint32) << 16).view(np.float32)
+    return _max_last(np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) & np.uint32(0x7FFFFFFF)).view(np.float32)
+
+
+def _max_last(bits: np.ndarray) -> np.ndarray:
+    k = bits.shape[-1]
+    if k == 0 or k & (k - 1):
+        return np.max(bits, axis=-1)
+    return max_of_aligned_groups(bits.reshape(-1), k).reshape(bits.shape[:-1])
+
+
+def max_of_aligned_groups(flat: np.ndarray, k: int) -> np.ndarray:
+    """Maxima of the consecutive groups of k (a power of two) elements of a 1-D array, by
+    halving: max of even and odd elements, log2(k) times. Each pass streams through memory,
+    where numpy's reduction over a short last axis runs one small loop per group (2-5x slower)."""
+    m = flat
+    while k > 1:
+        m = np.maximum(m[0::2], m[1::2])
+        k //= 2
+    return m
+
+
+def as_float32(a: np.ndarray) -> np.ndarray:
+    """a as float32 (exact from float16 and bfloat16; no copy if it already is). A bfloat16
+    is the high half of its float32, so it widens by a shift (4x faster than its cast;
+    the integer cast then an in-place shift is faster than a shift that casts)."""
+    if a.dtype == ml_dtypes.bfloat16:
+        bits = a.view(np.uint16).astype(np.uint32)
+        bits <<= 16
+        return bits.view(np.float32)
+    return a.astype(np.float32, copy=False)
 
 
 def _chunks(n_units: int, unit_elems: int):
@@ -122,7 +162,9 @@ def mx_exponents(amax: np.ndarray, scheme: Scheme) -> tuple[np.ndarray, np.ndarr
 
 
 def _quantize_mx_chunk(xb, scheme: Scheme, rounding, rbits, sr_bits):
-    amax = abs_max_last(xb)
+    amax = abs_max_last(xb)  # before widening: bfloat16 is reduced on half the bytes
+    scratch = xb.dtype != np.float32 and not scheme.element.has_nan  # xb is not needed after scaling
+    xb = as_float32(xb)
     e, nan_scale = mx_exponents(amax, scheme)
     scale_codes = np.where(nan_scale, 0xFF, e + 127).astype(np.uint8)
     if scheme.policies["mx_element_scaling"] == "exact":
@@ -135,7 +177,7 @@ def _quantize_mx_chunk(xb, scheme: Scheme, rounding, rbits, sr_bits):
     torchao_rceil = scheme.policies["mx_element_scaling"] == "torchao" and scheme.scale_rule == "rceil"
     mult[nan_scale] = np.nan if torchao_rceil else 0.0  # torchao RCEIL multiplies a NaN block by its NaN descale
     with np.errstate(invalid="ignore", over="ignore"):
-        y = xb * mult[..., None]
+        y = np.multiply(xb, mult[..., None], out=xb if scratch else None)
     if scheme.element.has_nan:  # a NaN y (x NaN or +-Inf, NaN scale) takes x's sign, not the host's
         y = np.where(np.isnan(y), np.copysign(F32(np.nan), xb), y)
     codes = encode(y, scheme.element, rounding, rbits=rbits, sr_bits=sr_bits, overflow="saturate",
@@ -144,7 +186,8 @@ def _quantize_mx_chunk(xb, scheme: Scheme, rounding, rbits, sr_bits):
 
 
 def quantize_mx(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """MX quantization of float32 blocks ``xb`` of shape (..., n_blocks, k): (codes, scale codes)."""
+    """MX quantization of float32 (float16, bfloat16) blocks ``xb`` of shape (..., n_blocks, k):
+    (codes, scale codes)."""
     k = xb.shape[-1]
     b = int(np.prod(xb.shape[:-1], dtype=np.int64))
     flat = xb.reshape(b, k)
@@ -159,11 +202,31 @@ def quantize_mx(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_bits: i
 
 def dequantize_mx(codes: np.ndarray, scales: np.ndarray, scheme: Scheme) -> np.ndarray:
     """fp32(P * 2^(code - 127)) per element; NaN where the scale code is 0xFF. codes: (..., nb, k)."""
-    q = scheme.element.values.astype(np.float32)[codes]
     with np.errstate(over="ignore", invalid="ignore"):
         pow2 = np.ldexp(np.ones(scales.shape, np.float32), scales.astype(np.int32) - 127)
         pow2[scales == 0xFF] = np.nan
-        return q * pow2[..., None]
+    return scaled_element_values(codes, scheme.element.values.astype(np.float32), pow2)
+
+
+def scaled_element_values(codes: np.ndarray, values: np.ndarray, block_factor: np.ndarray, factor=None) -> np.ndarray:
+    """float32 ``(values[codes] * block_factor[..., None]) * factor`` (factor: a float32 scalar or
+    None), the two products rounded in that order, for codes (..., nb, k) and block_factor
+    (..., nb). Chunk by chunk into one output array, the gather's index in a reused buffer."""
+    k = codes.shape[-1]
+    flat = codes.reshape(-1, k)
+    bf = np.asarray(block_factor, np.float32).reshape(-1)
+    out = np.empty(flat.shape, np.float32)
+    index = np.empty(min(flat.size, max(CHUNK_ELEMENTS, k)), np.intp)  # _chunks: at least one block
+    with np.errstate(over="ignore", invalid="ignore"):
+        for sl in _chunks(flat.shape[0], k):
+            o = out[sl]
+            i = index[:o.size].reshape(o.shape)
+            np.copyto(i, flat[sl], casting="unsafe")
+            np.take(values, i, out=o)
+            np.multiply(o, bf[sl, None], out=o)
+            if factor is not None:
+                np.multiply(o, factor, out=o)
+    return out.reshape(codes.shape)
 
 
 # -- two-level ----------------------------------------------------------------------------------
@@ -243,10 +306,12 @@ def element_multipliers(scale_codes: np.ndarray, ts: TensorScale, scheme: Scheme
         return ts.encode / s
 
 
-def element_codes(xb: np.ndarray, mult: np.ndarray, scheme: Scheme, rounding, rbits, sr_bits) -> np.ndarray:
-    """Vectorized :func:`fp4spec.scaling.two_level_element_code` for blocks xb (..., nb, k)."""
+def element_codes(xb: np.ndarray, mult: np.ndarray, scheme: Scheme, rounding, rbits, sr_bits, *,
+                  scratch: bool = False) -> np.ndarray:
+    """Vectorized :func:`fp4spec.scaling.two_level_element_code` for float32 blocks xb
+    (..., nb, k); ``scratch=True``: xb is a temporary copy that may be overwritten."""
     with np.errstate(invalid="ignore", over="ignore"):
-        y = xb * mult[..., None]
+        y = np.multiply(xb, mult[..., None], out=xb if scratch else None)
     top = scheme.max_elem
     if top < scheme.element.max:
         np.clip(y, F32(-top), F32(top), out=y)
@@ -283,10 +348,13 @@ def tree_sum_rows(err: np.ndarray, r: int) -> np.ndarray:
 
 def _two_level_chunk(xb, vec_max, ts: TensorScale, scheme: Scheme, rounding, rbits, sr_bits):
     """Codes and scale codes of whole blocks (1D: (B, k) with vec_max (B,); tiles:
-    (T, r, nb, k) with vec_max (T, r, nb))."""
+    (T, r, nb, k) with vec_max (T, r, nb)); xb in any float dtype, widened here."""
+    scratch = xb.dtype != np.float32  # a widened copy: the element scaling may reuse it
+    xb = as_float32(xb)
     if scheme.scale_rule != "4over6":
         scale_codes = block_scale_codes(vec_max, ts, scheme)
-        return element_codes(xb, element_multipliers(scale_codes, ts, scheme), scheme, rounding, rbits, sr_bits), scale_codes
+        mult = element_multipliers(scale_codes, ts, scheme)
+        return element_codes(xb, mult, scheme, rounding, rbits, sr_bits, scratch=scratch), scale_codes
     cands = []
     for candidate in (1.0, 1.5):
         sc = block_scale_codes(vec_max, ts, scheme, candidate)
@@ -301,8 +369,8 @@ def _two_level_chunk(xb, vec_max, ts: TensorScale, scheme: Scheme, rounding, rbi
 
 
 def quantize_two_level(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_bits: int):
-    """Two-level quantization of float32 blocks xb (..., rows, n_blocks, k) (rows: the
-    second-to-last axis of the input; 1D schemes may have any leading shape).
+    """Two-level quantization of float32 (float16, bfloat16) blocks xb (..., rows, n_blocks, k)
+    (rows: the second-to-last axis of the input; 1D schemes may have any leading shape).
 
     1. vec_max of every block (or tile) -- one pass, kept.
     2. global amax = max of the vec_max (NaN if any is NaN) -> the tensor scale
@@ -339,13 +407,14 @@ def quantize_two_level(xb: np.ndarray, scheme: Scheme, rounding: str, rbits, sr_
 
 def dequantize_two_level(codes: np.ndarray, scales: np.ndarray, global_scale, scheme: Scheme) -> np.ndarray:
     """Vectorized :func:`fp4spec.scaling.dequantize_two_level_scalar`. codes: (..., nb, k)."""
-    q = scheme.element.values.astype(np.float32)[codes]
+    values = scheme.element.values.astype(np.float32)
     s = _scale_values(scales, scheme)
     g = F32(global_scale)
+    if scheme.policies["nv_dequant_order"] == "(q*s)*g":
+        return scaled_element_values(codes, values, s, g)
     with np.errstate(all="ignore"):
-        if scheme.policies["nv_dequant_order"] == "(q*s)*g":
-            return (q * s[..., None]) * g
-        return q * (g * s)[..., None]
+        gs = g * s
+    return scaled_element_values(codes, values, gs)
 
 
 __all__ = [
@@ -360,5 +429,6 @@ __all__ = [
     "mx_exponents",
     "quantize_mx",
     "quantize_two_level",
+    "scaled_element_values",
     "tree_sum_rows",
 ]

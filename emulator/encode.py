@@ -8,7 +8,9 @@ modes differ only in ``T``. Small grids use one comparison pass per threshold (f
 binary search in numpy); large grids use ``np.searchsorted``. Stochastic rounding and
 round-to-odd work from the index of the lower neighbour with exact float comparisons.
 Inputs are widened exactly: float16/bfloat16 to float32, float32 stays float32, float64
-stays float64.
+stays float64. Large arrays run chunk by chunk (the temporaries stay in the CPU cache), and
+formats of at most 6 bits take lookup tables built by this encoder
+(:mod:`fp4spec.emulator.encode_table`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from fp4spec.reference import (
     significand_is_even,
 )
 from fp4spec.rounding import DEFAULT_SR_BITS, UNDERFLOW_POLICIES, check_choice, check_rbits, check_rounding
+
+from . import encode_table
 
 _SMALL_GRID = 16  # up to this many thresholds, compare pass by pass
 
@@ -173,7 +177,10 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
            underflow: str = "overflow") -> np.ndarray:
     """Vectorized :func:`fp4spec.reference.encode_scalar`: same steps, same results, whole arrays.
 
-    Returns uint8 codes (uint16 for formats wider than 8 bits) of x's shape.
+    Returns uint8 codes (uint16 for formats wider than 8 bits) of x's shape. Formats of at
+    most 6 bits with a deterministic rounding mode encode float32, bfloat16 and float16
+    arrays by lookup tables built by the general encoder (:mod:`fp4spec.emulator.encode_table`);
+    everything else runs :func:`encode_general` chunk by chunk.
     """
     fmt = get_format(fmt)
     mode = check_rounding(rounding)
@@ -184,13 +191,53 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
         rb = check_rbits(rbits, (), sr_bits).reshape(1) if mode == "sr" else rbits
         return encode(x.reshape(1), fmt, mode, rbits=rb, sr_bits=sr_bits, overflow=overflow, nan=nan,
                       neg_zero=neg_zero, underflow=underflow).reshape(())
-    cdt = _compute_dtype(x)
-    xc = x.astype(cdt, copy=False)
+    _compute_dtype(x)  # a clear TypeError for other dtypes
     r = None
     if mode == "sr":
-        r = check_rbits(rbits, xc.shape, sr_bits).astype(np.float64)
+        r = check_rbits(rbits, x.shape, sr_bits)
     elif rbits is not None:
         raise ValueError(f"rbits: only used with rounding='sr', not {mode!r}")
+    policies = (overflow, nan_policy, neg_zero, underflow)
+
+    def general(chunk, r_chunk=None):
+        return encode_general(chunk, fmt, mode, r_chunk, sr_bits, *policies)
+
+    if encode_table.applies(fmt, mode, overflow, x.dtype, x.size):
+        tables = encode_table.tables(fmt, mode, *policies)
+        if tables is not None:
+            return encode_table.encode_by_table(x, tables, general)
+    # an overflow anywhere raises before a NaN anywhere (as in one pass), so then no chunks
+    whole = overflow == "error" and nan_policy == "error"
+    return _encode_chunks(x, r, general, x.size if whole else CHUNK_ELEMENTS)
+
+
+#: Elements per chunk of the general encoder (its temporaries stay in the CPU cache).
+CHUNK_ELEMENTS = 1 << 16
+
+
+def _encode_chunks(x: np.ndarray, r, general, step: int) -> np.ndarray:
+    """``general`` over chunks of ``step`` elements of the flattened x (and random bits r, or
+    None), in order, so that an error names the first offending element in input order."""
+    if x.size <= step:
+        return general(x, r)
+    flat = x.reshape(-1)
+    rflat = None if r is None else np.ravel(r)
+    first = general(flat[:step], None if rflat is None else rflat[:step])
+    out = np.empty(flat.shape, first.dtype)
+    out[:step] = first
+    for start in range(step, flat.size, step):
+        sl = slice(start, start + step)
+        out[sl] = general(flat[sl], None if rflat is None else rflat[sl])
+    return out.reshape(x.shape)
+
+
+def encode_general(x: np.ndarray, fmt: Format, mode: str, rbits, sr_bits: int, overflow: str, nan_policy: str,
+                   neg_zero: str, underflow: str) -> np.ndarray:
+    """The threshold encoder on a float array of at least one dimension, arguments already
+    validated (``nan_policy`` resolved, ``rbits`` checked and broadcast to x for ``"sr"``)."""
+    cdt = _compute_dtype(x)
+    xc = x.astype(cdt, copy=False)
+    r = None if rbits is None else np.asarray(rbits, np.float64)
 
     a = np.abs(xc)
     neg = np.signbit(xc)
@@ -322,4 +369,4 @@ def decode(codes, fmt: "str | Format") -> np.ndarray:
     return fmt.values[arr]
 
 
-__all__ = ["encode", "decode", "check_rbits", "as_float_array"]
+__all__ = ["encode", "encode_general", "decode", "check_rbits", "as_float_array"]

@@ -491,7 +491,8 @@ def input_layout(shape, dtype_name: str, scheme: Scheme, *, axis=-1, rounding: s
 
 @dataclasses.dataclass(frozen=True)
 class PreparedInput:
-    """x ready for blocking: float32, the blocked axis last, padded to whole blocks.
+    """x ready for blocking: float32 (or as given, float16 or bfloat16, with ``keep_16bit``),
+    the blocked axis last, padded to whole blocks.
 
     ``rbits``: the random bits moved and padded the same way (None unless ``rounding="sr"``).
     ``axis``: the blocked axis of the original x (non-negative). ``shape``: x's shape.
@@ -513,17 +514,19 @@ def _as_float_input(x) -> np.ndarray:
                     f"or float64 values")
 
 
-def prepare_arrays(arr: np.ndarray, layout: InputLayout, rbits=None, sr_bits: int = 8) -> PreparedInput:
+def prepare_arrays(arr: np.ndarray, layout: InputLayout, rbits=None, sr_bits: int = 8, *,
+                   keep_16bit: bool = False) -> PreparedInput:
     """Steps 2 (the values of rbits) and 3-5 of :func:`prepare_input` for a checked
-    ``layout`` of the float array ``arr``."""
+    ``layout`` of the float array ``arr`` (``keep_16bit``: see :func:`prepare_input`)."""
     from .rounding import check_rbits
 
     ax = layout.axis
     r = None
     if rbits is not None:
         r = np.moveaxis(np.asarray(check_rbits(rbits, arr.shape, sr_bits)), ax, -1)
+    keep = keep_16bit and arr.dtype.itemsize == 2
     with np.errstate(over="ignore"):
-        x32 = np.moveaxis(arr.astype(np.float32, copy=False), ax, -1)
+        x32 = np.moveaxis(arr if keep else arr.astype(np.float32, copy=False), ax, -1)
     if layout.is_padded:
         widths = [(0, w) for w in layout.widths]
         x32 = np.pad(x32, widths)
@@ -533,7 +536,7 @@ def prepare_arrays(arr: np.ndarray, layout: InputLayout, rbits=None, sr_bits: in
 
 
 def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=None, sr_bits: int = 8,
-                  pad: bool = False) -> PreparedInput:
+                  pad: bool = False, keep_16bit: bool = False) -> PreparedInput:
     """Step 0 of every scheme: validate, convert to float32, move the axis, pad.
 
     1. x must be a float16, bfloat16, float32 or float64 array with at least one dimension
@@ -549,13 +552,17 @@ def prepare_input(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=No
        ``pad=True``: then x is padded at the end with +0.0 (random bits with 0) to whole
        blocks. Padding never changes an amax.
 
+    ``keep_16bit=True`` skips step 3 for float16 and bfloat16 input: every value of theirs is
+    a float32 value, so the result is the same, and the vectorized emulator widens the blocks
+    chunk by chunk instead of the whole tensor at once.
+
     The checks that need only x's shape and dtype are :func:`input_layout` (shared with the
     torch tensors of the backends); the values are converted by :func:`prepare_arrays`.
     """
     arr = _as_float_input(x)
     layout = input_layout(arr.shape, arr.dtype.name, scheme, axis=axis, rounding=rounding,
                           rbits_given=rbits is not None, sr_bits=sr_bits, pad=pad)
-    return prepare_arrays(arr, layout, rbits, sr_bits)
+    return prepare_arrays(arr, layout, rbits, sr_bits, keep_16bit=keep_16bit)
 
 
 def quantize_reference(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=None, sr_bits: int = 8,

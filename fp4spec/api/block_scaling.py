@@ -27,7 +27,7 @@ DEQUANTIZE_ORDER = ("triton", "torch")
 
 def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne", rbits=None,
              sr_bits: int = DEFAULT_SR_BITS, pad: bool = False, backend="auto", rht=None,
-             **overrides) -> QuantizedTensor:
+             check_rbits: bool = True, **overrides) -> QuantizedTensor:
     """Quantize x with a block-scaling scheme.
 
     Args:
@@ -57,6 +57,10 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
             its signs, fwht-fp32 arithmetic, BF16 output) or an int seed (size 16, signs drawn
             from the seed); see :func:`~fp4spec.rht.resolve_rht`. ``backend="auto"`` picks
             only a backend that claims it (``Capabilities.rht``).
+        check_rbits: check that torch ``rbits`` lie in [0, 2**sr_bits) (default). It reads
+            their min and max back to the host, one device synchronisation per call; False
+            skips it (for bits drawn in range, as ``fp4spec.training`` draws them), and bits
+            out of range then give unspecified codes. Numpy rbits are always checked.
         **overrides: scheme fields, see :func:`~fp4spec.block_schemes.get_scheme`
             (``scale_rule``, ``profile``, ``block_size``, ``element_max``...).
 
@@ -94,7 +98,7 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
     """
     plan = plan_quantize(x, scheme, overrides, axis=axis, rounding=rounding, rbits_given=rbits is not None,
                          sr_bits=sr_bits, pad=pad, rht=rht, backend=backend)
-    return plan.run(x, rbits)
+    return plan.run(x, rbits, check_rbits=check_rbits)
 
 
 def dequantize(q: QuantizedTensor, *, backend=AUTO):

@@ -213,7 +213,7 @@ class QuantizePlan:
     def kind(self) -> str:
         return backend_kind(self.backend)
 
-    def run(self, x, rbits=None) -> QuantizedTensor:
+    def run(self, x, rbits=None, *, check_rbits: bool = True) -> QuantizedTensor:
         """Prepare x for the backend's array kind (converted at this edge if x is of another),
         call ``backend.quantize`` on the prepared x (blocked axis last, padded), and label the
         result with x's axis and shape (a view: nothing is copied)."""
@@ -225,9 +225,10 @@ class QuantizePlan:
         if self.kind == "torch":
             from fp4spec.backends.torch_ops import prepare_tensor
 
-            xp, rp = prepare_tensor(x, self.layout, rbits, self.sr_bits)
+            xp, rp = prepare_tensor(x, self.layout, rbits, self.sr_bits, check=check_rbits)
         else:
-            prep = prepare_arrays(np.asarray(x), self.layout, rbits, self.sr_bits)
+            keep = getattr(b, "reads_16bit", False) and self.rht is None and self.scheme.structure != "hif4"
+            prep = prepare_arrays(np.asarray(x), self.layout, rbits, self.sr_bits, keep_16bit=keep)
             xp, rp = prep.x, prep.rbits
         kw = {} if self.rht is None else {"rht": self.rht}  # backends without an RHT need not take the keyword
         q = b.quantize(xp, self.scheme, rounding=self.rounding, rbits=rp, sr_bits=self.sr_bits, **kw)

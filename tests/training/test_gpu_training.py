@@ -86,8 +86,6 @@ def test_fast_path_without_sr_adds_no_host_sync():
     assert _syncs(layer, x, dy) == []
 
 
-@pytest.mark.xfail(strict=False, reason="fp4spec.quantize validates SR bits with min()/max() on the host "
-                                        "(quantize_api._check_rbits_tensor, torch_backend.quantize_tensors)")
 @pytest.mark.parametrize("name", ["nvfp4", "ufp4"])
 def test_fast_path_with_sr_adds_no_host_sync(name):
     x, dy = _data()
