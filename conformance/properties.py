@@ -137,6 +137,11 @@ def _values(fmt, codes: np.ndarray) -> np.ndarray:
     return fmt.values[codes]
 
 
+def _q_values(t: Target, q, codes: np.ndarray) -> np.ndarray:
+    """Element values of a result's codes (IF4: by each block's flag, INT4 in E2M1 units)."""
+    return chain.element_values(t.scheme, codes, as_numpy(getattr(q, "scales", None)))
+
+
 def _block_inputs(x, scheme, row, col):
     k = scheme.block_size
     b = col // k
@@ -319,7 +324,7 @@ def check_monotonic(env: Env, t: Target, case: gen.Case) -> None:
     x = case.x
     q = env.quantize(x, t, case.rbits)
     fmt = t.scheme.element
-    vals = _values(fmt, _codes_of(q, x, fmt, "monotonic"))
+    vals = _q_values(t, q, _codes_of(q, x, fmt, "monotonic"))
     u = _unit(t.scheme)
     xu, vu = x.reshape(-1, u), vals.reshape(-1, u)
     if np.isnan(vu).any():
@@ -391,8 +396,8 @@ def check_sign_symmetry(env: Env, t: Target, case: gen.Case) -> None:
     mirrored = MIRROR.get(t.rounding, t.rounding)
     q2 = env.quantize(neg, t, case.rbits, rounding=mirrored)
     fmt = t.scheme.element
-    v1 = _values(fmt, _codes_of(q1, x, fmt, "sign_symmetry"))
-    v2 = _values(fmt, _codes_of(q2, x, fmt, "sign_symmetry"))
+    v1 = _q_values(t, q1, _codes_of(q1, x, fmt, "sign_symmetry"))
+    v2 = _q_values(t, q2, _codes_of(q2, x, fmt, "sign_symmetry"))
     same = (v2 == -v1) | (np.isnan(v1) & np.isnan(v2))
     rule = f"quantize(-x, {mirrored!r}) must be -quantize(x, {t.rounding!r})"
     if not same.all():
@@ -434,9 +439,9 @@ def check_saturation(env: Env, t: Target, case: gen.Case) -> None:
     q = env.quantize(x, t, case.rbits)
     q_ref = env.ref_quantize(x, t, case.rbits)
     codes = _codes_of(q, x, fmt, "saturation")
-    v = _values(fmt, codes)
+    v = _q_values(t, q, codes)
     ref_codes = np.asarray(q_ref.codes).astype(np.int64)
-    v_ref = _values(fmt, ref_codes)
+    v_ref = _q_values(t, q_ref, ref_codes)
 
     def fail(mask, why):
         r, c = (int(i) for i in np.argwhere(mask)[0])
@@ -453,7 +458,7 @@ def check_saturation(env: Env, t: Target, case: gen.Case) -> None:
     wrapped = (x != 0) & (v != 0) & (np.signbit(x) != np.signbit(v))
     if wrapped.any():
         fail(wrapped, "the code's sign differs from the input's (overflow into the sign bit?)")
-    top = float(np.nanmax(np.abs(fmt.values[np.isfinite(fmt.values)])))
+    top = float(np.nanmax(np.abs(fmt.values[np.isfinite(fmt.values)])))  # IF4: 6 in both branches
     sat = (np.abs(v_ref) == top) & (codes != ref_codes)
     if sat.any():
         fail(sat, f"the value saturates to +-{top:g}")
@@ -602,7 +607,7 @@ def check_special(env: Env, t: Target, case: gen.Case) -> None:
     nb = x.shape[1] // k
     blocks = x.reshape(x.shape[0], nb, k)
     zero_block = (blocks == 0).all(axis=-1)
-    vals = _values(fmt, codes).reshape(blocks.shape)
+    vals = _q_values(t, q, codes).reshape(blocks.shape)
     nonzero = zero_block & (vals != 0).any(axis=-1)
     if nonzero.any():
         r, b = (int(i) for i in np.argwhere(nonzero)[0])
@@ -652,14 +657,14 @@ def explicit_special(env: Env, t: Target, rng):
     mixed[:, ::3] = -0.0
     yield functools.partial(check_special, env, t, _case(t, mixed, rng))
     yield functools.partial(check_special, env, t, _case(t, _tensor(rng, t, ("zero", "single", "random", "zero")), rng))
-    if sch.structure != "hif4":
+    if sch.structure not in ("hif4", "if4"):  # both refuse NaN/Inf input
         for specials in ([np.nan], [np.inf], [-np.inf], [np.inf, -np.inf], [np.nan, np.inf]):
             yield functools.partial(check_special, env, t, _case(t, _special_tensor(rng, t, specials), rng))
 
 
 def strategy_special(env: Env, t: Target):
     tensors = [gen.zero_tensors(t.scheme)]
-    if t.scheme.structure != "hif4":
+    if t.scheme.structure not in ("hif4", "if4"):
         tensors.append(gen.nonfinite_tensors(t.scheme))
     return _cases(env, t, gen.OneOf(tuple(tensors)))
 
@@ -685,7 +690,7 @@ def check_stochastic(env: Env, t: Target, case: gen.Case) -> None:
     up = np.asarray(env.ref_quantize(x, t, rounding="rup").codes).astype(np.int64)
     dn = np.asarray(env.ref_quantize(x, t, rounding="rdn").codes).astype(np.int64)
     away = np.where(np.signbit(x), dn, up)
-    if sch.scale_rule != "4over6":
+    if _one_candidate(sch):
         v, v_rtz, v_away = _values(fmt, codes), _values(fmt, rtz), _values(fmt, away)
         finite = np.isfinite(x)
         bad = finite & ~((v == v_rtz) | (v == v_away))
@@ -746,8 +751,14 @@ def check_sr_statistics(env: Env, t: Target, rng, repeats: int = 256) -> None:
                      context={"sr_bits": t.sr_bits}, tensor=tensor_record(base))
 
 
+def _one_candidate(sch: Scheme) -> bool:
+    """False where a block chooses between candidates (4over6, IF4): rounding toward zero may choose
+    another candidate than SR, so SR's neighbours are not those of the rtz/rup/rdn results."""
+    return sch.scale_rule != "4over6" and sch.structure != "if4"
+
+
 def explicit_stochastic(env: Env, t: Target, rng):
-    if t.scheme.scale_rule != "4over6":
+    if _one_candidate(t.scheme):
         yield functools.partial(check_sr_statistics, env, t, rng)
     for kind in builders.kinds_for(t.scheme, ("random", "ties", "subnormal")):
         yield functools.partial(check_stochastic, env, t, _case(t, _tensor(rng, t, kind), rng, "uniform"))

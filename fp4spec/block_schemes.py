@@ -14,6 +14,9 @@ Three structures:
   16 x 16 tiles over the last two dimensions (``block_shape=(16, 16)``).
 * ``"hif4"`` -- HiFloat4: 64 elements, E6M2 scale plus 8 + 16 micro-exponent bits
   (implemented in :mod:`fp4spec.hif4`).
+* ``"if4"`` -- IF4 (fouroversix): the NVFP4 structure, but each block of 16 is E2M1 or an
+  INT4 grid stretched by 6/7, whichever the scale rule (``mse``, ``mae``, ``abs_max``)
+  prefers; the E4M3 scale's sign bit flags INT4 (implemented in :mod:`fp4spec.if4`).
 
 Catalogue (:data:`schemes`):
 
@@ -28,7 +31,10 @@ nvfp4_2d                e2m1      16x16   ue4m3    amax    te   (+ fp32 tensor s
 ufp4                    e1m2      16 [*]  ue4m3[*] amax    te   (+ fp32 tensor scale)
 nvint4                  int4_sym  16      ue4m3    amax    te   (+ fp32 tensor scale)
 hif4                    s1p2      64      e6m2     hif4    hif4
+if4                     e2m1|int4 16      e4m3[s]  mse     fouroversix (+ fp32 tensor scale)
 ======================  ========  ======  =======  ======  =========================
+
+[s] the E4M3 byte's sign bit is IF4's INT4 flag; its low 7 bits are the UE4M3 scale.
 
 [*] UFP4 (arXiv 2606.20381): the paper's abstract, the only part read, does not publish the
 block size, the scale format or the scale rule. fp4spec's ``ufp4`` is an assumption: the
@@ -48,13 +54,14 @@ from typing import Mapping
 from .number_formats import FloatFormat, Format, get_format
 from .profiles import get_profile
 
-STRUCTURES = ("mx", "two_level", "hif4")
+STRUCTURES = ("mx", "two_level", "hif4", "if4")
 
 #: Scale rules allowed per structure.
 SCALE_RULES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "mx": ("floor", "ceil", "rceil", "even"),
     "two_level": ("amax", "4over6"),
     "hif4": ("hif4",),
+    "if4": ("mse", "mae", "abs_max"),
 })
 
 #: Error measures of the 4over6 rule.
@@ -67,8 +74,8 @@ class Scheme:
 
     Fields:
         name: catalogue name (kept when fields are overridden).
-        structure: ``"mx"``, ``"two_level"`` or ``"hif4"`` (see the module docstring).
-        element: element format descriptor.
+        structure: ``"mx"``, ``"two_level"``, ``"hif4"`` or ``"if4"`` (see the module docstring).
+        element: element format descriptor (IF4: E2M1, the format of its FP blocks).
         block_shape: ``(k,)`` -- blocks of k consecutive elements along the quantized axis;
             or ``(r, k)`` -- r x k tiles over the last two dimensions (one amax per tile; the
             scale tensor still has one entry per 1 x k row block, each row of a tile holding
@@ -222,6 +229,20 @@ class Scheme:
             raise ValueError("block_shape: HiF4 groups are 64 elements (8 x 2 x 4); it cannot be changed")
         self._no_two_level_fields()
 
+    def _check_if4(self):
+        fixed = {"element": "e2m1", "scale": "e4m3"}
+        for field, want in fixed.items():
+            if getattr(self, field).name != want:
+                raise ValueError(f"{field}: IF4 is defined with {want!r} only (its INT4 blocks are flagged by the "
+                                 f"E4M3 scale's sign bit)")
+        if self.block_shape != (16,):
+            raise ValueError(f"block_shape: IF4 blocks are 1 x 16 elements; {self.block_shape!r} is not modelled")
+        if self.global_scale != "fp32":
+            raise ValueError(f"global_scale: IF4 has a float32 tensor scale ('fp32'), not {self.global_scale!r}")
+        for field in ("element_max", "scale_max", "error_mode"):
+            if getattr(self, field) is not None:
+                raise ValueError(f"{field}: IF4 fixes it (E2M1 max 6, E4M3 bound 448, the error is the scale rule)")
+
 
 def _all_profiles():
     from .profiles import list_profiles
@@ -249,6 +270,7 @@ def _catalogue() -> dict[str, Scheme]:
         _two_level("ufp4", "e1m2"),
         _two_level("nvint4", "int4_sym"),
         Scheme("hif4", "hif4", get_format("s1p2"), (64,), get_format("e6m2"), "hif4", None, "hif4"),
+        Scheme("if4", "if4", get_format("e2m1"), (16,), get_format("e4m3"), "mse", "fp32", "fouroversix"),
     ]
     return {s.name: s for s in items}
 
@@ -276,7 +298,7 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
         block_shape: ``(k,)`` or ``(r, k)``.
         element, scale: format names or descriptors.
         scale_rule: MX: ``"floor"``, ``"ceil"``, ``"rceil"``, ``"even"``; two-level:
-            ``"amax"`` or ``"4over6"``.
+            ``"amax"`` or ``"4over6"``; IF4: ``"mse"``, ``"mae"`` or ``"abs_max"``.
         profile: ``"ocp"`` or ``"torchao"`` (MX); ``"te"`` or ``"torchao"`` (two-level).
         element_max, scale_max, error_mode: two-level fields, see :class:`Scheme`.
 

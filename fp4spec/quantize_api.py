@@ -100,7 +100,8 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
     4. MX schemes: per block of k, :func:`fp4spec.scaling.quantize_block_mx`.
        Two-level schemes: the tensor scale from the amax of all of x
        (:func:`fp4spec.scaling.two_level_tensor_scale`), then per block or tile
-       :func:`fp4spec.scaling.quantize_tile_two_level`. HiF4: ``hif4_quantize``.
+       :func:`fp4spec.scaling.quantize_tile_two_level`. HiF4: ``hif4_quantize``. IF4:
+       :func:`fp4spec.if4.quantize_reference`'s steps (:mod:`fp4spec.emulator.if4`).
     5. Move the blocked axis back to ``axis``; record the RHT.
 
     The backend only changes where these steps run, not their result: the torch and triton
@@ -138,6 +139,8 @@ def _quantize_numpy(x, sch: Scheme, axis, rounding, rbits, sr_bits, pad, rht=Non
     prep = _rotate(prep, rht, axis)
     if sch.structure == "hif4":
         return _quantize_hif4(prep, sch, rounding, rht)
+    if sch.structure == "if4":
+        return _quantize_if4(prep, sch, rounding, sr_bits, rht)
     from .emulator import blockscale
 
     xp = prep.x
@@ -483,6 +486,17 @@ def _quantize_hif4(prep, sch: Scheme, rounding: str, rht=None) -> QuantizedTenso
                                       prep.axis, prep.shape, e1_8=out.get("e1_8"), e1_16=out.get("e1_16"), rht=rht)
 
 
+def _quantize_if4(prep, sch: Scheme, rounding: str, sr_bits: int, rht=None) -> QuantizedTensor:
+    from .emulator.if4 import quantize_if4
+
+    xp = prep.x
+    k = sch.block_size
+    blocks = xp.reshape(xp.shape[:-1] + (xp.shape[-1] // k, k))
+    rb = None if prep.rbits is None else prep.rbits.reshape(blocks.shape)
+    codes, scales, g = quantize_if4(blocks, sch, rounding, rb, sr_bits)
+    return QuantizedTensor.from_moved(codes.reshape(xp.shape), scales, g, sch, prep.axis, prep.shape, rht=rht)
+
+
 def dequantize(q: QuantizedTensor):
     """float32 values of a :class:`~fp4spec.quantized.QuantizedTensor`, in the quantized x's shape.
 
@@ -511,6 +525,13 @@ def dequantize(q: QuantizedTensor):
         mod = _hif4_module()
         out = np.asarray(mod.hif4_dequantize(codes=m["codes"], scales=m["scales"], e1_8=m["e1_8"],
                                              e1_16=m["e1_16"]), dtype=np.float32)
+    elif sch.structure == "if4":
+        from .emulator.if4 import dequantize_if4
+
+        codes = m["codes"]
+        k = sch.block_size
+        blocks = codes.reshape(codes.shape[:-1] + (codes.shape[-1] // k, k))
+        out = dequantize_if4(blocks, m["scales"], q.global_scale).reshape(codes.shape)
     else:
         from .emulator import blockscale
 

@@ -510,12 +510,17 @@ def quantize_reference(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbi
 
     MX: :func:`quantize_block_mx` per block. Two-level: the tensor scale from the amax of all
     of x (:func:`two_level_tensor_scale`), then :func:`quantize_tile_two_level` per block
-    (1D) or per r x k tile (2D). Returns a :class:`fp4spec.quantized.QuantizedTensor`.
+    (1D) or per r x k tile (2D). IF4: :func:`fp4spec.if4.quantize_reference`. Returns a
+    :class:`fp4spec.quantized.QuantizedTensor`.
     """
     from .quantized import QuantizedTensor
 
     if scheme.structure == "hif4":
         raise NotImplementedError("quantize_reference: HiF4 has its own reference in fp4spec.hif4")
+    if scheme.structure == "if4":
+        from . import if4
+
+        return if4.quantize_reference(x, scheme, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, pad=pad)
     prep = prepare_input(x, scheme, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, pad=pad)
     xp, rp = prep.x, prep.rbits
     k = scheme.block_size
@@ -557,6 +562,10 @@ def dequantize_reference(q) -> np.ndarray:
     scheme = q.scheme
     if scheme.structure == "hif4":
         raise NotImplementedError("dequantize_reference: HiF4 has its own reference in fp4spec.hif4")
+    if scheme.structure == "if4":
+        from . import if4
+
+        return if4.dequantize_reference(q)
     codes = np.moveaxis(q.codes, q.axis, -1)
     scales = np.moveaxis(q.scales, q.axis, -1)
     k = scheme.block_size

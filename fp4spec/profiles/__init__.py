@@ -3,7 +3,7 @@
 A *profile* names one implementation (OCP MX v1.0, TransformerEngine, torchao, ml_dtypes,
 the HiFloat4 golden model) and records, for each *policy* it has an opinion on, which choice
 it makes. The profile modules (:mod:`.ocp_mx`, :mod:`.transformer_engine`, :mod:`.torchao`,
-:mod:`.ml_dtypes`, :mod:`.hif4`) hold only that data; the block-scaling algorithms
+:mod:`.ml_dtypes`, :mod:`.hif4`, :mod:`.fouroversix`) hold only that data; the block-scaling algorithms
 (:mod:`fp4spec.scaling`, :mod:`fp4spec.emulator.blockscale`) read the policies of the
 scheme's profile and contain every branch. A policy a profile does not set is shown as
 ``-`` (the vendor has no such operation).
@@ -53,8 +53,9 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
         ("none", "e4m3_min_normal")),
     "nv_zero_global_amax": (
         "all-zero (or non-finite amax) tensor: 'one' = S_enc = 1; 'nan' = the chain divides by a "
-        "zero tensor scale and the block scales are NaN",
-        ("one", "nan")),
+        "zero tensor scale and the block scales are NaN; 'zero' = S_enc = 2688/0 = +Inf, S_dec = 0, "
+        "every block scale 0",
+        ("one", "nan", "zero")),
     "nv_negative_zero": (
         "element code of a scaled value that is exactly -0.0: 'preserve' = -0 code; "
         "'positive' = +0 code (negative values rounding to zero keep -0)",
@@ -107,6 +108,11 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
     "hif4_zero_group": (
         "HiF4 all-zero group",
         ("scale_2^-48", "nan")),
+    # -- IF4 ----------------------------------------------------------------------------------------
+    "if4_error_sum": (
+        "float32 order of IF4's 16-term block error (mse, mae): 'torch_cpu' = torch.sum over a row of "
+        "16 on the CPU, (t_j + t_(j+8)) for j = 0..7 added in order",
+        ("torch_cpu",)),
 })
 
 
@@ -126,7 +132,7 @@ class Profile:
             ``"ml_dtypes"``, ``"hif4"``).
         title: the implementation, in words.
         source: where the choices were read (document, repository and commit).
-        structures: the scheme structures (``"mx"``, ``"two_level"``, ``"hif4"``) this
+        structures: the scheme structures (``"mx"``, ``"two_level"``, ``"hif4"``, ``"if4"``) this
             profile can drive in :func:`fp4spec.quantize`; empty for element-only profiles.
         policies: policy name (a key of :data:`POLICIES`) -> choice.
     """
@@ -155,9 +161,10 @@ class Profile:
 
 
 def _load() -> dict[str, Profile]:
-    from . import hif4, ml_dtypes, ocp_mx, torchao, transformer_engine
+    from . import fouroversix, hif4, ml_dtypes, ocp_mx, torchao, transformer_engine
 
-    profiles = [ocp_mx.PROFILE, transformer_engine.PROFILE, torchao.PROFILE, ml_dtypes.PROFILE, hif4.PROFILE]
+    profiles = [ocp_mx.PROFILE, transformer_engine.PROFILE, torchao.PROFILE, ml_dtypes.PROFILE, hif4.PROFILE,
+                fouroversix.PROFILE]
     return {p.name: p for p in profiles}
 
 
@@ -172,7 +179,7 @@ def _profiles() -> dict[str, Profile]:
 
 
 def list_profiles() -> list[Profile]:
-    """Every profile, in a fixed order (OCP MX, TransformerEngine, torchao, ml_dtypes, HiF4)."""
+    """Every profile, in a fixed order (OCP MX, TransformerEngine, torchao, ml_dtypes, HiF4, fouroversix)."""
     return list(_profiles().values())
 
 

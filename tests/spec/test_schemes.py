@@ -24,7 +24,7 @@ def _data(shape, seed=0):
 
 def test_catalogue_names():
     assert ALL == ["mxfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2",
-                   "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4"]
+                   "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4", "if4"]
 
 
 @pytest.mark.parametrize("name,element,block,scale,rule,profile", [
@@ -38,12 +38,13 @@ def test_catalogue_names():
     ("ufp4", "e1m2", (16,), "ue4m3", "amax", "te"),
     ("nvint4", "int4_sym", (16,), "ue4m3", "amax", "te"),
     ("hif4", "s1p2", (64,), "e6m2", "hif4", "hif4"),
+    ("if4", "e2m1", (16,), "e4m3", "mse", "fouroversix"),
 ])
 def test_catalogue_fields(name, element, block, scale, rule, profile):
     s = get_scheme(name)
     assert (s.name, s.element.name, s.block_shape, s.scale.name, s.scale_rule, s.profile) == \
         (name, element, block, scale, rule, profile)
-    assert s.global_scale == ("fp32" if s.structure == "two_level" else None)
+    assert s.global_scale == ("fp32" if s.structure in ("two_level", "if4") else None)
     assert schemes[name] is s
     assert name in s.describe()
 
