@@ -20,7 +20,10 @@ float_log2             the MX floor/rceil exponent from a float32 ``log2`` (for 
 torchao_zero_scale     torchao's division by a zero per-tensor scale (its known NVFP4 bug)
 divide                 two-level elements divided by ``fp32(s * S_dec)`` instead of multiplied by
                        ``fp32(1 / fp32(s * S_dec))``
-scale_rule             every other MX scale rule (floor, ceil, rceil, even) / two-level rule
+if4                    IF4 with one mistake (:mod:`~fp4spec.conformance.if4_mistakes`): ties taking
+                       INT4, the INT4 candidate by division, the errors in element order, the flag
+                       inverted; fouroversix's known departures
+scale_rule             every other MX scale rule (floor, ceil, rceil, even) / two-level rule / IF4 rule
 policy                 one policy of the profile changed to another profile's choice: the TE vs
                        torchao NVFP4 scale chain, the E4M3 scale floor, the MX NaN-block policy,
                        torchao's element scaling, the sign of zero ...
@@ -44,7 +47,7 @@ from fp4spec.emulator.encode import encode
 from fp4spec.profiles import ALGORITHM_POLICIES, POLICIES, Profile, get_profile, list_profiles
 from fp4spec.scaling import element_nan_policy
 
-from . import chain
+from . import chain, if4_mistakes
 from .compare import compare_quantized
 
 F32 = np.float32
@@ -213,6 +216,31 @@ def _torchao_zero_scale(t):
                   "and the element codes come from NaN data (not modelled by profile 'torchao')", run, ao)
 
 
+#: What each IF4 mistake is, in words.
+IF4_MISTAKES = {
+    "ties_to_int": "IF4 ties between the two block errors take INT4 (E2M1 expected: INT4 only when its error is "
+                   "strictly smaller)",
+    "int_divides": "IF4's INT4 candidate computed as y / fp32(6/7) (fp32(y * fp32(7/6)) expected)",
+    "element_order": "IF4 block errors added in element order (torch's CPU order expected: t_j + t_(j+8), then the "
+                     "eight sums in order)",
+    "flag_inverted": "IF4 flag inverted: the scale byte's sign bit set on E2M1 blocks (it marks INT4 blocks)",
+    "fouroversix": "known fouroversix bug (its 1.0.5 reference; not modelled by profile 'fouroversix'): 2688 / amax "
+                   "and 1 / (S_dec * s) are not clamped, so tiny tensors get NaN blocks, and under a subnormal block "
+                   "scale |y| >= 7 rounds to 8, packed as code 0x8 (-0)",
+}
+
+
+def _if4(t):
+    if t.scheme.structure != "if4":
+        return
+    for name, text in IF4_MISTAKES.items():
+        def run(env, t, x, rbits, name=name):
+            if name == "fouroversix" and t.rounding != "rne":
+                return None
+            return if4_mistakes.quantize(x, t.scheme, t.rounding, rbits, t.sr_bits, **{name: True})
+        yield Variant(text, run)
+
+
 def _profiles_with(policy, value, structure):
     return [p.name for p in list_profiles() if p.policies.get(policy) == value and structure in p.structures]
 
@@ -255,7 +283,7 @@ def _profiles(t):
 
 
 #: The known mistakes, most specific first: each yields the Variants that apply to a target.
-MISTAKES = (_ties_away, _sr_ignores_bits, _float_log2, _torchao_zero_scale, _divide, _scale_rules, _policies,
+MISTAKES = (_ties_away, _sr_ignores_bits, _float_log2, _torchao_zero_scale, _divide, _if4, _scale_rules, _policies,
             _profiles)
 
 
@@ -320,4 +348,4 @@ def _explain(env, t, cx) -> str:
     return " or ".join(matching(env, t, x, rbits, got))
 
 
-__all__ = ["MISTAKES", "POLICY_TITLES", "Variant", "explain", "matching", "replay", "variants", "with_policy"]
+__all__ = ["IF4_MISTAKES", "MISTAKES", "POLICY_TITLES", "Variant", "explain", "matching", "replay", "variants", "with_policy"]

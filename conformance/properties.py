@@ -19,6 +19,8 @@ saturation             rounding  finite input gives finite codes of the input's 
                                  the max saturate to +-max (7, 10)
 ties_to_even           rne       scaled values exactly on a midpoint (and one ulp beside) round as
                                  RNE does; catches ties-away and divide-vs-reciprocal (2, 3)
+selection              rne       IF4 and 4over6: blocks one float32 step from flipping their choice of
+                                 candidate choose as the reference does (16)
 scale_rule             scheme    scale codes follow the rule on a dense amax sweep; no finite block
                                  gets a NaN scale (9, 11)
 special_values         scheme    all-zero, -0, NaN and Inf blocks (E8M0 zero block -> 0x00) (9, 14)
@@ -48,7 +50,7 @@ from fp4spec.backends.base import Capabilities, as_numpy
 from fp4spec.block_schemes import Scheme
 from fp4spec.quantized import QuantizedTensor
 
-from . import builders, chain, gen, rht_properties
+from . import builders, chain, gen, rht_properties, selection
 from .compare import (
     Departure,
     compare_float32,
@@ -912,6 +914,10 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     Property("ties_to_even", "scaled values on a midpoint (or one ulp beside) round as RNE does",
              "aiter#3992, QPyTorch#23, arch-com#905 (divide vs reciprocal)", "rounding", check_reference,
              explicit_ties, _general_strategy(gen.tie_tensors), applies_ties, roundings=("rne",)),
+    Property("selection", "blocks one float32 step from flipping their candidate choose as the reference does",
+             "flashinfer#3448, miles#1261 (an equal error in another float32 order)", "rounding", check_reference,
+             lambda env, t, rng: selection.explicit(env, t, rng, check_reference), selection.strategy,
+             selection.applies, roundings=("rne",)),
     Property("scale_rule", "scale codes follow the rule on a dense amax sweep; finite blocks get finite scales",
              "FlyDSL#590, mase#321, mlxcel#1769, Model-Optimizer#1633", "scheme", check_scale_rule,
              explicit_scale_rule, strategy_scale_rule),

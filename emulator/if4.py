@@ -62,15 +62,10 @@ def block_errors(blocks: np.ndarray, dequantized: np.ndarray, rule: str) -> np.n
     return acc
 
 
-def quantize_if4(blocks: np.ndarray, scheme, rounding: str = "rne", rbits=None, sr_bits: int = 8):
-    """Quantize float32 ``blocks`` of shape ``(..., n_blocks, 16)``; the amax is over all of them.
-
-    Returns ``(codes, scale_bytes, S_dec)``: uint8 codes of blocks' shape, uint8 scale bytes
-    ``(..., n_blocks)`` (bit 7 set for INT4 blocks), the float32 decode scale.
-    """
-    blocks = np.asarray(blocks, np.float32)
-    check_finite(blocks)
-    amax, s_enc, s_dec = tensor_scales(np.max(np.abs(blocks)) if blocks.size else F32(0.0))
+def candidates(blocks: np.ndarray, amax, s_enc, s_dec, rule: str, rounding: str = "rne", rbits=None,
+               sr_bits: int = 8):
+    """Steps 4-14 for float32 ``blocks`` ``(..., n_blocks, 16)`` under a given tensor scale:
+    ``(scale codes, E2M1 codes, INT4 codes, err_fp, err_int)``."""
     code = block_scale_codes(np.max(np.abs(blocks), axis=-1) if blocks.size else np.zeros(blocks.shape[:-1], F32),
                              s_enc)
     s = _UE4M3_VALUES[code.astype(np.int64)]
@@ -80,8 +75,21 @@ def quantize_if4(blocks: np.ndarray, scheme, rounding: str = "rne", rbits=None, 
         z = (y * INT_UP).astype(np.float32)
     fp = encode(y, E2M1, rounding, rbits=rbits, sr_bits=sr_bits, overflow="saturate")
     it = encode(z, INT4, rounding, rbits=rbits, sr_bits=sr_bits, overflow="saturate")
-    err_fp = block_errors(blocks, _dequantized(_E2M1_VALUES[fp], s, amax, False), scheme.scale_rule)
-    err_int = block_errors(blocks, _dequantized(_INT4_VALUES[it], s, amax, True), scheme.scale_rule)
+    err_fp = block_errors(blocks, _dequantized(_E2M1_VALUES[fp], s, amax, False), rule)
+    err_int = block_errors(blocks, _dequantized(_INT4_VALUES[it], s, amax, True), rule)
+    return code, fp, it, err_fp, err_int
+
+
+def quantize_if4(blocks: np.ndarray, scheme, rounding: str = "rne", rbits=None, sr_bits: int = 8):
+    """Quantize float32 ``blocks`` of shape ``(..., n_blocks, 16)``; the amax is over all of them.
+
+    Returns ``(codes, scale_bytes, S_dec)``: uint8 codes of blocks' shape, uint8 scale bytes
+    ``(..., n_blocks)`` (bit 7 set for INT4 blocks), the float32 decode scale.
+    """
+    blocks = np.asarray(blocks, np.float32)
+    check_finite(blocks)
+    amax, s_enc, s_dec = tensor_scales(np.max(np.abs(blocks)) if blocks.size else F32(0.0))
+    code, fp, it, err_fp, err_int = candidates(blocks, amax, s_enc, s_dec, scheme.scale_rule, rounding, rbits, sr_bits)
     use_int = err_int < err_fp
     codes = np.where(use_int[..., None], it, fp).astype(np.uint8)
     scales = np.where(use_int, code | INT_FLAG, code).astype(np.uint8)
@@ -111,5 +119,5 @@ def dequantize_if4(codes: np.ndarray, scale_bytes: np.ndarray, global_scale) -> 
         return ((q * m[..., None]).astype(np.float32) * F32(global_scale)).astype(np.float32)
 
 
-__all__ = ["block_errors", "block_multipliers", "block_scale_codes", "dequantize_if4", "element_values", "multipliers",
+__all__ = ["block_errors", "block_multipliers", "block_scale_codes", "candidates", "dequantize_if4", "element_values", "multipliers",
            "quantize_if4"]

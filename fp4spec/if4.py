@@ -83,7 +83,7 @@ def check_finite(x: np.ndarray) -> None:
     bad = ~np.isfinite(x)
     if bad.any():
         i = tuple(int(v) for v in np.argwhere(bad)[0])
-        raise ValueError(f"x: IF4 is defined for finite input; x{list(i)} (blocked axis last) is {x[i]!r}")
+        raise ValueError(f"x: IF4 is defined for finite input; x{list(i)} is {float(x[i])} (the blocked axis last)")
 
 
 # =====================================================================================

@@ -488,8 +488,10 @@ def _quantize_hif4(prep, sch: Scheme, rounding: str, rht=None) -> QuantizedTenso
 
 def _quantize_if4(prep, sch: Scheme, rounding: str, sr_bits: int, rht=None) -> QuantizedTensor:
     from .emulator.if4 import quantize_if4
+    from .if4 import check_finite
 
     xp = prep.x
+    check_finite(xp)
     k = sch.block_size
     blocks = xp.reshape(xp.shape[:-1] + (xp.shape[-1] // k, k))
     rb = None if prep.rbits is None else prep.rbits.reshape(blocks.shape)

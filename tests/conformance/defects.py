@@ -397,6 +397,59 @@ class PlainScaleLayout(NumpyBackend):
         return out.reshape(-1)
 
 
+# -- IF4: one rule of fp4spec.if4 broken (the mistaken references of conformance.if4_mistakes) ------------
+
+class _If4Defect(NumpyBackend):
+    """The numpy backend, except for IF4, which it quantizes with one :data:`mistake`."""
+
+    mistake = ""
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        from fp4spec.conformance import if4_mistakes
+
+        sch = resolve_scheme(scheme)
+        if sch.structure != "if4":
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        prep = prepare_input(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        x2 = prep.x.reshape(-1, prep.x.shape[-1])
+        rb = None if prep.rbits is None else prep.rbits.reshape(x2.shape)
+        q = if4_mistakes.quantize(x2, sch, rounding, rb, sr_bits, **{self.mistake: True})
+        return QuantizedTensor.from_moved(q.codes.reshape(prep.x.shape), q.scales.reshape(prep.x.shape[:-1] + (-1,)),
+                                          q.global_scale, sch, prep.axis, prep.shape)
+
+
+class If4TiesTakeInt(_If4Defect):
+    """IF4 picks INT4 when its block error equals E2M1's (``<=`` for ``<``)."""
+
+    name = "if4-ties-take-int"
+    mistake = "ties_to_int"
+
+
+class If4IntDivides(_If4Defect):
+    """IF4's INT4 candidate divides by fp32(6/7) instead of multiplying by fp32(7/6)."""
+
+    name = "if4-int-divides"
+    mistake = "int_divides"
+
+
+class If4ErrorsInElementOrder(_If4Defect):
+    """IF4's block errors summed in element order (TE's 4over6 loop), not in torch's CPU order."""
+
+    name = "if4-errors-in-element-order"
+    mistake = "element_order"
+
+
+class If4FlagInverted(_If4Defect):
+    """IF4's flag on the wrong blocks: the scale's sign bit set for E2M1, clear for INT4."""
+
+    name = "if4-flag-inverted"
+    mistake = "flag_inverted"
+
+
+#: IF4 defects, one per rule of the scheme (tie, INT4 scaling, error order, flag).
+IF4_DEFECTS = (If4TiesTakeInt, If4IntDivides, If4ErrorsInElementOrder, If4FlagInverted)
+
+
 #: Defects of the mistakes diagnose names, with the schemes, roundings and words of the match.
 DIAGNOSED = (
     (TiesAway, ["mxfp4", "nvfp4"], ["rne"], "ties away from zero (ties to even expected)"),
@@ -411,6 +464,10 @@ DIAGNOSED = (
     (NanOnlyBlocks, ["mxfp4"], ["rne"], "NaN-block policy of profile 'torchao'"),
     (SwappedNibbles, ["mxfp4"], ["rne"], "high nibble first"),
     (PlainScaleLayout, ["mxfp4"], ["rne"], "row-major"),
+    (If4TiesTakeInt, ["if4"], ["rne"], "IF4 ties between the two block errors take INT4"),
+    (If4IntDivides, ["if4"], ["rne"], "INT4 candidate computed as y / fp32(6/7)"),
+    (If4ErrorsInElementOrder, ["if4", "if4:scale_rule=mae"], ["rne"], "IF4 block errors added in element order"),
+    (If4FlagInverted, ["if4"], ["rne"], "IF4 flag inverted"),
 )
 
 

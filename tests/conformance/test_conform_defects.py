@@ -52,6 +52,11 @@ CASES = [
     (D.E4M3ScaleFloor, ["nvfp4"], ["rne"], {"saturation"}),
     (D.NanOnlyBlocks, ["mxfp4"], ["rne"], {"special_values"}),
     (D.PlainScaleLayout, ["mxfp4"], ["rne"], {"scale_layout"}),
+    # IF4: one per rule of the scheme
+    (D.If4TiesTakeInt, ["if4"], ["rne"], {"reference"}),
+    (D.If4IntDivides, ["if4"], ["rne"], {"ties_to_even"}),
+    (D.If4ErrorsInElementOrder, ["if4", "if4:scale_rule=mae"], ["rne"], {"selection"}),
+    (D.If4FlagInverted, ["if4"], ["rne"], {"reference", "monotonic", "sign_symmetry"}),
 ]
 
 
@@ -67,7 +72,7 @@ def test_default_run_rejects_planted_defect(defect, schemes, rounding, caught_by
 
 
 def test_listed_defects_are_all_covered():
-    assert {c[0] for c in CASES} >= set(D.LISTED) | set(D.UNLISTED) | set(D.RHT_DEFECTS)
+    assert {c[0] for c in CASES} >= set(D.LISTED) | set(D.UNLISTED) | set(D.RHT_DEFECTS) | set(D.IF4_DEFECTS)
     assert {c[0] for c in CASES} >= {d[0] for d in D.DIAGNOSED}
 
 
