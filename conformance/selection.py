@@ -120,6 +120,39 @@ def near_tie_tensor(rng, scheme: Scheme, rows: int = 2, cols: int = 4) -> np.nda
     return np.stack(blocks).reshape(rows, cols * k).astype(np.float32)
 
 
+def four_over_six_decode_scale(x: np.ndarray, scheme: Scheme, rounding: str = "rne", rbits=None, sr_bits: int = 8):
+    """1 x 16 4over6 with each candidate's error taken against fp32(fp32(q * s) * S_dec) -- the global decode
+    scale's path, algebraically the reference's ((q * s) * amax) / (6 * Emax), not bitwise (FlashInfer before
+    flashinfer-ai/flashinfer#3448). Returns (codes, scales, S_dec) for 2-D x."""
+    from types import SimpleNamespace
+
+    from fp4spec.emulator import blockscale as bs
+
+    k = scheme.block_size
+    xb = np.asarray(x, np.float32).reshape(x.shape[0], -1, k)
+    rb = None if rbits is None else np.broadcast_to(rbits, x.shape).reshape(xb.shape)
+    ts = chain.tensor_scale(x, scheme)
+    vec_max = np.max(np.abs(xb), axis=-1)
+    out = []
+    for candidate in (1.0, 1.5):
+        sc = bs.block_scale_codes(vec_max, ts, scheme, candidate)
+        codes = bs.element_codes(xb, bs.element_multipliers(sc, ts, scheme), scheme, rounding, rb, sr_bits)
+        q = scheme.element.values.astype(np.float32)[codes]
+        sv = scheme.scale.values.astype(np.float32)[sc]
+        with np.errstate(all="ignore"):
+            d = (((q * sv[..., None]).astype(np.float32) * ts.decode).astype(np.float32) - xb).astype(np.float32)
+            t = (d * d).astype(np.float32) if scheme.error_mode == "mse" else np.abs(d)
+            err = np.zeros(vec_max.shape, np.float32)
+            for j in range(k):
+                err = (err + t[..., j]).astype(np.float32)
+        out.append((codes, sc, err))
+    (c6, s6, e6), (c4, s4, e4) = out
+    pick4 = e4 < e6
+    return SimpleNamespace(codes=np.where(pick4[..., None], c4, c6).reshape(x.shape).astype(np.uint8),
+                           scales=np.where(pick4, s4, s6).astype(np.uint8), global_scale=ts.decode, e1_8=None,
+                           e1_16=None)
+
+
 # -- the property's parts ---------------------------------------------------------------------------
 
 def applies(t, caps) -> str | None:
@@ -138,4 +171,4 @@ def strategy(env, t):
     return gen.Seeded(lambda rng: gen.Case(near_tie_tensor(rng, t.scheme)))
 
 
-__all__ = ["applies", "explicit", "has_selection", "margins", "near_tie_block", "near_tie_tensor", "strategy"]
+__all__ = ["applies", "explicit", "four_over_six_decode_scale", "has_selection", "margins", "near_tie_block", "near_tie_tensor", "strategy"]

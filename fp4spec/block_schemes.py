@@ -64,8 +64,8 @@ SCALE_RULES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "if4": ("mse", "mae", "abs_max"),
 })
 
-#: Error measures of the 4over6 rule.
-ERROR_MODES = ("mae", "mse")
+#: Error measures of the 4over6 rule (``abs_max``: fouroversix's, the largest |error|).
+ERROR_MODES = ("mae", "mse", "abs_max")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Scheme:
         scale_max: two-level only: the scale bound ``Emax`` in the tensor scale
             ``S_enc = Emax * element_max / amax``; None means the scale format's max (448).
             TransformerEngine's 4over6 option uses 256.
-        error_mode: 4over6 only: ``"mae"`` (default) or ``"mse"``.
+        error_mode: 4over6 only: ``"mae"`` (default), ``"mse"`` or ``"abs_max"``.
     """
 
     name: str
@@ -209,14 +209,17 @@ class Scheme:
             raise ValueError(f"block_shape: {self.block_shape!r}")
         if self.scale_rule == "4over6":
             if get_profile(self.profile).policies.get("nv_4over6") != "yes":
-                raise ValueError(f"scale_rule: '4over6' is a TransformerEngine option; profile {self.profile!r} "
-                                 f"does not have it (use profile='te')")
+                raise ValueError(f"scale_rule: '4over6' is an option of TransformerEngine and fouroversix; profile "
+                                 f"{self.profile!r} does not have it (use profile='te' or 'fouroversix')")
             if self.element.name != "e2m1" or self.scale.name != "ue4m3" or self.element_max not in (None, 6.0):
                 raise ValueError("scale_rule: '4over6' is defined for E2M1 elements with UE4M3 scales only")
             if self.block_size != 16 or self.tile_rows not in (1, 16):
                 raise ValueError("block_shape: '4over6' is defined for 1x16 blocks and 16x16 tiles only")
             if self.error_mode not in (None, *ERROR_MODES):
                 raise ValueError(f"error_mode: {self.error_mode!r} is not one of {', '.join(map(repr, ERROR_MODES))}")
+            if self.is_2d and get_profile(self.profile).policies.get("nv_4over6_error_sum") == "torch_cpu":
+                raise ValueError(f"block_shape: profile {self.profile!r} sums 4over6 errors as torch.sum does over a "
+                                 f"row of 16; its 16 x 16 tiles (a sum over 256) are not modelled")
         elif self.error_mode is not None:
             raise ValueError("error_mode: only used with scale_rule='4over6'")
 

@@ -1,4 +1,5 @@
-"""fp4spec's IF4 against fouroversix's own PyTorch reference (PyPI ``fouroversix`` 1.0.5), bit for bit.
+"""fp4spec against fouroversix's own PyTorch reference (PyPI ``fouroversix`` 1.0.5), bit for bit: IF4,
+and NVFP4 / NVINT4 / MXFP4 under profile ``fouroversix``.
 
 fouroversix is installed without its CUDA extension (``SKIP_CUDA_BUILD=1``, see
 tests/conformance/fouroversix_backends.py, which loads its reference quantizers without the
@@ -10,7 +11,11 @@ package ``__init__``); CI installs it in ``.ci/run``. Without it these tests ski
   (:func:`fp4spec.conformance.if4_mistakes.quantize` with ``fouroversix=True``) -- so every
   difference from the spec is one of the departures docs/divergences.md lists.
 * Near-ties of the selection: equal (the error order is torch's CPU sum).
-* The smallest inputs of each departure.
+* NVFP4 (every scale rule), NVINT4, MXFP4 under profile ``fouroversix``: equal on ordinary
+  tensors; on every adversarial kind (NaN and Inf included) equal to
+  :mod:`fp4spec.conformance.fouroversix_model` -- the profile plus fouroversix's departures.
+* The smallest inputs of each departure, and of the one 4over6 policy difference from
+  TransformerEngine (the order the 16 error terms are added in).
 """
 
 import numpy as np
@@ -26,7 +31,7 @@ if F.version() != F.VERSION:
                 allow_module_level=True)
 
 import fp4spec  # noqa: E402
-from fp4spec.conformance import builders, if4_mistakes, selection  # noqa: E402
+from fp4spec.conformance import builders, fouroversix_model, if4_mistakes, selection  # noqa: E402
 
 F32 = np.float32
 RULES = ("mse", "mae", "abs_max")
@@ -108,3 +113,72 @@ def test_smallest_input_tiny_tensor():
     assert scales[0, 0] == 0x7E and g == 0
     assert set(codes[0]) <= {0x3, 0xB}
     assert q.codes[0, 0] == 0x7 and np.isfinite(fp4spec.dequantize(q)).all()
+
+
+# -- NVFP4, NVINT4, MXFP4 under profile fouroversix -------------------------------------------------
+
+BACKENDS = F.TWO_LEVEL_AND_MX
+
+
+def _same(q, want) -> bool:
+    g_ok = want.global_scale is None or F32(q.global_scale).view(np.uint32) == F32(want.global_scale).view(np.uint32)
+    return np.array_equal(q.codes, np.asarray(want.codes)) and np.array_equal(q.scales, np.asarray(want.scales)) \
+        and g_ok
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+def test_profile_fouroversix_equals_its_reference_on_ordinary_tensors(backend):
+    b = backend()
+    sch = fp4spec.get_scheme(b.scheme)
+    rng = np.random.default_rng(3)
+    for _ in range(25):
+        x = (rng.standard_normal((4, 64)) * np.exp2(rng.integers(-8, 8, (4, 64)))).astype(np.float32)
+        assert _same(b.quantize(x, sch), fp4spec.quantize(x, sch))
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+def test_every_difference_is_a_modelled_departure(backend):
+    b = backend()
+    sch = fp4spec.get_scheme(b.scheme)
+    rng = np.random.default_rng(4)
+    for kind in builders.BLOCK_KINDS:
+        for _ in range(6):
+            x = builders.build_tensor(rng, sch, kind, block_rows=2, block_cols=3, spread=40)
+            q = b.quantize(x, sch)
+            model = fouroversix_model.quantize(x, sch)
+            if not np.isfinite(x).all():  # which sign torch gives a NaN from NaN input is its own
+                model = fouroversix_model.same_but_nan_signs(model, q, sch)
+            assert _same(q, model), kind
+
+
+def test_smallest_input_mx_subnormal_block():
+    """[6 * 2^-128, 0 x 31]: fp32(amax / 6) = 2^-128 is an fp32 subnormal with mantissa bits, so fouroversix
+    adds one to its exponent field 0: byte 1 (2^-126). RCEIL gives ceil(log2 2^-128) = -128, clamped: byte 0."""
+    x = np.zeros((1, 32), np.float32)
+    x[0, 0] = np.ldexp(F32(6.0), -128)
+    _, scales, _ = F.quantize(x, "mxfp4", "static_6")
+    assert scales[0, 0] == 1 and fp4spec.quantize(x, "mxfp4:scale_rule=rceil,profile=fouroversix").scales[0, 0] == 0
+
+
+def test_smallest_input_mx_zero_block():
+    """An all-zero MX block: byte 0, and 1.0.5 divides the block by 0.0: NaN codes (3 | sign << 3)."""
+    codes, scales, _ = F.quantize(np.zeros((1, 32), np.float32), "mxfp4", "static_6")
+    assert scales[0, 0] == 0 and set(codes[0]) <= {0x3, 0xB}
+
+
+#: A block whose 4over6 MAE errors (scale bound 256) are one float32 step apart: TransformerEngine adds
+#: the 16 terms in element order and takes map-to-4 (UE4M3 0x74); torch.sum (fouroversix) takes map-to-6
+#: (0x70). After a block holding the tensor amax 1.0.
+NEAR_TIE_BITS = ("3F000000 BE33C9D7 BDCA97EA 3E967DC0 3ECB40BE BEBF2701 BE250671 80000000 "
+                 "BD1C8829 BDD1A0A2 3C54725B 3DFFAF65 3EB9DA28 3D6AE767 3EA576DA 3E16FC1E")
+
+
+def test_4over6_error_order_te_versus_fouroversix():
+    block = np.array([int(h, 16) for h in NEAR_TIE_BITS.split()], np.uint32).view(np.float32)
+    x = np.concatenate([np.array([1.0] + [0.0] * 15, np.float32), block])[None]
+    te = fp4spec.get_scheme("nvfp4:scale_rule=4over6,scale_max=256,error_mode=mae")
+    fos = fp4spec.get_scheme("nvfp4:profile=fouroversix,scale_rule=4over6,scale_max=256,error_mode=mae")
+    assert fp4spec.quantize(x, te).scales[0, 1] == 0x74
+    assert fp4spec.quantize(x, fos).scales[0, 1] == 0x70
+    codes, scales, _ = F.quantize(x, "nvfp4", "mae")
+    assert scales[0, 1] == 0x70 and np.array_equal(codes, fp4spec.quantize(x, fos).codes)

@@ -51,6 +51,15 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
     "nv_block_scale_floor": (
         "lower bound applied to the block scale before the E4M3 cast",
         ("none", "e4m3_min_normal")),
+    "nv_block_scale_op": (
+        "'te' chain, scale rule 'amax': the block scale before its cast: 'mul_reciprocal' = "
+        "fp32(vec_max * fp32(S_enc * fp32(1/max))) (TE's kernel path); 'divide' = fp32(fp32(vec_max / max) * S_enc) "
+        "(as TE's 4over6 candidates)",
+        ("mul_reciprocal", "divide")),
+    "nv_zero_scale_elements": (
+        "'te' chain: elements of a block whose scale is 0: 'saturate' = multiplied by min(1/0, FLT_MAX) "
+        "(non-zero values give +-max); 'zero' = multiplier 0 (every code +0)",
+        ("saturate", "zero")),
     "nv_zero_global_amax": (
         "all-zero (or non-finite amax) tensor: 'one' = S_enc = 1; 'nan' = the chain divides by a "
         "zero tensor scale and the block scales are NaN; 'zero' = S_enc = 2688/0 = +Inf, S_dec = 0, "
@@ -66,6 +75,10 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
     "nv_4over6": (
         "4over6 candidate selection available",
         ("yes", "no")),
+    "nv_4over6_error_sum": (
+        "float32 order of a 1 x 16 row's 4over6 error: 'sequential' = element order (TE's loop); 'torch_cpu' = "
+        "torch.sum over 16 on the CPU, (t_j + t_(j+8)) for j = 0..7 added in order",
+        ("sequential", "torch_cpu")),
     # -- element conversion ---------------------------------------------------------------------
     "element_rounding": (
         "rounding of scaled elements",
@@ -108,11 +121,6 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
     "hif4_zero_group": (
         "HiF4 all-zero group",
         ("scale_2^-48", "nan")),
-    # -- IF4 ----------------------------------------------------------------------------------------
-    "if4_error_sum": (
-        "float32 order of IF4's 16-term block error (mse, mae): 'torch_cpu' = torch.sum over a row of "
-        "16 on the CPU, (t_j + t_(j+8)) for j = 0..7 added in order",
-        ("torch_cpu",)),
 })
 
 
@@ -120,6 +128,7 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
 ALGORITHM_POLICIES = frozenset({
     "mx_nonfinite_block", "mx_element_scaling", "mx_rceil_descale", "nv_scale_chain",
     "nv_block_scale_floor", "nv_negative_zero", "nv_dequant_order", "nv_4over6",
+    "nv_block_scale_op", "nv_zero_scale_elements", "nv_zero_global_amax", "nv_4over6_error_sum",
 })
 
 

@@ -446,6 +446,41 @@ class If4FlagInverted(_If4Defect):
     mistake = "flag_inverted"
 
 
+class FourOverSixDecodeScaleError(NumpyBackend):
+    """TE's 1 x 16 4over6 with the candidates' errors through the global decode scale (FlashInfer before #3448)."""
+
+    name = "4over6-decode-scale-error"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        from fp4spec.conformance.selection import four_over_six_decode_scale
+
+        sch = resolve_scheme(scheme)
+        if sch.scale_rule != "4over6" or sch.is_2d:
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        prep = prepare_input(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        x2 = prep.x.reshape(-1, prep.x.shape[-1])
+        rb = None if prep.rbits is None else prep.rbits.reshape(x2.shape)
+        q = four_over_six_decode_scale(x2, sch, rounding, rb, sr_bits)
+        return QuantizedTensor.from_moved(q.codes.reshape(prep.x.shape), q.scales.reshape(prep.x.shape[:-1] + (-1,)),
+                                          q.global_scale, sch, prep.axis, prep.shape)
+
+
+class FourOverSixTorchOrder(_TeChainDefect.__base__):
+    """TE's 1 x 16 4over6 with the errors summed in torch's CPU order (fouroversix's), not element order."""
+
+    name = "4over6-torch-order"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        from fp4spec.conformance.diagnose import with_policy
+
+        sch = resolve_scheme(scheme)
+        if sch.scale_rule == "4over6" and sch.policies["nv_4over6_error_sum"] == "sequential":
+            q = super().quantize(x, with_policy(sch, "nv_4over6_error_sum", "torch_cpu"), rounding=rounding,
+                                 rbits=rbits, sr_bits=sr_bits)
+            return _replace(q, scheme=sch)
+        return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+
+
 #: IF4 defects, one per rule of the scheme (tie, INT4 scaling, error order, flag).
 IF4_DEFECTS = (If4TiesTakeInt, If4IntDivides, If4ErrorsInElementOrder, If4FlagInverted)
 
@@ -468,6 +503,10 @@ DIAGNOSED = (
     (If4IntDivides, ["if4"], ["rne"], "INT4 candidate computed as y / fp32(6/7)"),
     (If4ErrorsInElementOrder, ["if4", "if4:scale_rule=mae"], ["rne"], "IF4 block errors added in element order"),
     (If4FlagInverted, ["if4"], ["rne"], "IF4 flag inverted"),
+    (FourOverSixDecodeScaleError, ["nvfp4:scale_rule=4over6", "nvfp4:scale_rule=4over6,error_mode=mse"], ["rne"],
+     "the global decode scale's path"),
+    (FourOverSixTorchOrder, ["nvfp4:scale_rule=4over6", "nvfp4:scale_rule=4over6,error_mode=mse"], ["rne"],
+     "nv_4over6_error_sum='torch_cpu'"),
 )
 
 

@@ -120,6 +120,72 @@ class _Fouroversix(Backend):
                                scheme, x.ndim - 1, x.shape, backend=self.name)
 
 
+class FouroversixNvfp4(_Fouroversix):
+    """``DataType.nvfp4`` with ``ScaleRule.static_6`` (plain NVFP4)."""
+
+    name = "fouroversix-nvfp4"
+    dtype, scale_rule, scheme = "nvfp4", "static_6", "nvfp4:profile=fouroversix"
+
+
+class FouroversixNvfp4Static4(_Fouroversix):
+    """``ScaleRule.static_4``: every block amax maps to 4."""
+
+    name = "fouroversix-nvfp4-static4"
+    dtype, scale_rule, scheme = "nvfp4", "static_4", "nvfp4:profile=fouroversix,element_max=4"
+    max_elem = 4.0
+
+
+class _Fouroversix4over6(_Fouroversix):
+    dtype, emax = "nvfp4", 256.0
+
+    @property
+    def scheme(self):
+        return f"nvfp4:profile=fouroversix,scale_rule=4over6,scale_max=256,error_mode={self.scale_rule}"
+
+
+class FouroversixNvfp4Mse(_Fouroversix4over6):
+    """4/6 with ``ScaleRule.mse`` (fouroversix's default)."""
+
+    name = "fouroversix-nvfp4-mse"
+    scale_rule = "mse"
+
+
+class FouroversixNvfp4Mae(_Fouroversix4over6):
+    name = "fouroversix-nvfp4-mae"
+    scale_rule = "mae"
+
+
+class FouroversixNvfp4AbsMax(_Fouroversix4over6):
+    name = "fouroversix-nvfp4-abs-max"
+    scale_rule = "abs_max"
+
+
+class FouroversixNvint4(_Fouroversix):
+    """``DataType.nvint4`` (``ScaleRule.static_6``, its only rule): INT4 -7..7, amax -> 7."""
+
+    name = "fouroversix-nvint4"
+    dtype, scale_rule, scheme = "nvint4", "static_6", "nvint4:profile=fouroversix"
+    max_elem = 7.0
+
+
+class FouroversixMxfp4(_Fouroversix):
+    """``DataType.mxfp4`` with ``ScaleRule.static_6``: RCEIL of fp32(amax / 6) (no tensor scale)."""
+
+    name = "fouroversix-mxfp4"
+    dtype, scale_rule, scheme = "mxfp4", "static_6", "mxfp4:profile=fouroversix,scale_rule=rceil"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        x = np.asarray(x, np.float32)
+        codes, scales, _ = quantize(x.reshape(-1, x.shape[-1]), self.dtype, self.scale_rule)
+        return QuantizedTensor(codes.reshape(x.shape), scales.reshape(x.shape[:-1] + (scales.shape[-1],)), None,
+                               scheme, x.ndim - 1, x.shape, backend=self.name)
+
+
+#: Every fouroversix backend here, by the data type and rule it runs.
+TWO_LEVEL_AND_MX = (FouroversixNvfp4, FouroversixNvfp4Static4, FouroversixNvfp4Mse, FouroversixNvfp4Mae,
+                    FouroversixNvfp4AbsMax, FouroversixNvint4, FouroversixMxfp4)
+
+
 class FouroversixIf4(_Fouroversix):
     """``DataType.if4`` with ``ScaleRule.mse`` (fouroversix's default rule), claimed as ``if4``."""
 
@@ -138,5 +204,7 @@ class FouroversixIf4AbsMax(_Fouroversix):
     scheme = "if4:scale_rule=abs_max"
 
 
-__all__ = ["FouroversixIf4", "FouroversixIf4AbsMax", "FouroversixIf4Mae", "VERSION", "decode_scale", "quantize",
-           "reference", "unavailable_reason", "version"]
+__all__ = ["FouroversixIf4", "FouroversixIf4AbsMax", "FouroversixIf4Mae", "FouroversixMxfp4", "FouroversixNvfp4",
+           "FouroversixNvfp4AbsMax", "FouroversixNvfp4Mae", "FouroversixNvfp4Mse", "FouroversixNvfp4Static4",
+           "FouroversixNvint4", "TWO_LEVEL_AND_MX", "VERSION", "decode_scale", "quantize", "reference",
+           "unavailable_reason", "version"]

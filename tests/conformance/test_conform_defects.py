@@ -57,6 +57,11 @@ CASES = [
     (D.If4IntDivides, ["if4"], ["rne"], {"ties_to_even"}),
     (D.If4ErrorsInElementOrder, ["if4", "if4:scale_rule=mae"], ["rne"], {"selection"}),
     (D.If4FlagInverted, ["if4"], ["rne"], {"reference", "monotonic", "sign_symmetry"}),
+    # 4over6: the candidates' errors computed another way
+    (D.FourOverSixDecodeScaleError, ["nvfp4:scale_rule=4over6", "nvfp4:scale_rule=4over6,error_mode=mse"], ["rne"],
+     {"selection"}),
+    (D.FourOverSixTorchOrder, ["nvfp4:scale_rule=4over6", "nvfp4:scale_rule=4over6,error_mode=mse"], ["rne"],
+     {"selection"}),
 ]
 
 
@@ -105,7 +110,7 @@ def test_cli_subprocess_reports_ties_away(tmp_path):
     assert "expected 0x" in table and "got 0x" in table
     assert "matches:  ties away from zero (ties to even expected)" in table
     assert "1. matches: ties away from zero (ties to even expected)" in table  # one finding for four rows
-    assert re.search(r"\[9/\d+\] checks: mxfp4: 6 passed, 2 failed, 1 skipped", proc.stderr)  # a line per scheme
+    assert re.search(r"\[10/\d+\] checks: mxfp4: 6 passed, 2 failed, 2 skipped", proc.stderr)  # a line per scheme
     data = json.loads(out.read_text())
     assert data["conforms"] is False and data["backend"] == "ties-away"
     assert data["findings"][0]["cause"] == "matches: ties away from zero (ties to even expected)"

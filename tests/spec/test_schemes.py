@@ -123,9 +123,10 @@ def test_scale_rules_table():
 # -- profiles -------------------------------------------------------------------------------
 
 def test_profiles_listed_in_order():
-    assert [p.name for p in list_profiles()] == ["ocp", "te", "torchao", "ml_dtypes", "hif4"]
+    assert [p.name for p in list_profiles()] == ["ocp", "te", "torchao", "ml_dtypes", "hif4", "fouroversix"]
     assert get_profile("te") is list_profiles()[1]
-    with pytest.raises(ValueError, match="profile: 'x' is not one of 'ocp', 'te', 'torchao', 'ml_dtypes', 'hif4'"):
+    with pytest.raises(ValueError, match="profile: 'x' is not one of 'ocp', 'te', 'torchao', 'ml_dtypes', 'hif4', "
+                                         "'fouroversix'"):
         get_profile("x")
 
 
@@ -143,11 +144,12 @@ def test_profiles_can_drive_their_catalogue_schemes():
 def test_describe_profiles_table():
     text = describe_profiles()
     lines = text.splitlines()
-    assert lines[0] == "| policy | ocp | te | torchao | ml_dtypes | hif4 |"
-    assert "| nv_block_scale_floor * | - | none | e4m3_min_normal | - | - |" in lines
-    assert "| mx_nonfinite_block * | nan_scale | - | nan_only | - | - |" in lines
-    assert "| e4m3_overflow * | - | saturate | saturate | nan | - |" in lines
-    assert "| element_overflow | saturate | saturate | saturate | saturate | saturate |" in lines
+    assert lines[0] == "| policy | ocp | te | torchao | ml_dtypes | hif4 | fouroversix |"
+    assert "| nv_block_scale_floor * | - | none | e4m3_min_normal | - | - | none |" in lines
+    assert "| mx_nonfinite_block * | nan_scale | - | nan_only | - | - | nan_scale |" in lines
+    assert "| e4m3_overflow * | - | saturate | saturate | nan | - | saturate |" in lines
+    assert "| element_overflow | saturate | saturate | saturate | saturate | saturate | saturate |" in lines
+    assert "| nv_4over6_error_sum * | - | sequential | sequential | - | - | torch_cpu |" in lines
     assert {"nv_scale_chain", "nv_dequant_order", "mx_element_scaling"} <= set(differing_policies())
     assert "element_overflow" not in differing_policies()
 
