@@ -385,7 +385,7 @@ def test_driving_profiles_set_every_algorithm_policy():
     from fp4spec.profiles import ALGORITHM_POLICIES
 
     needed = {"mx": {p for p in ALGORITHM_POLICIES if p.startswith("mx_")},
-              "two_level": {p for p in ALGORITHM_POLICIES if p.startswith("nv_")}, "hif4": set()}
+              "two_level": {p for p in ALGORITHM_POLICIES if p.startswith("nv_")}, "hif4": set(), "if4": set()}
     assert needed["mx"] | needed["two_level"] == set(ALGORITHM_POLICIES)
     for p in list_profiles():
         for structure in p.structures:
