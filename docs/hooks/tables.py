@@ -494,6 +494,7 @@ SCHEME_PAGES = {
     "ufp4": "ufp4.md",
     "nvint4": "ufp4.md",
     "hif4": "hif4.md",
+    "if4": "if4.md",
 }
 
 
@@ -574,8 +575,12 @@ def scheme_summary(link_base: str | None = "", format_base: str | None = "../for
         meta = _metadata_bits(s)
         per_elem = Fraction(s.element.bits) + Fraction(meta, s.block_size)
         scale = fmt_link(s.scale)
+        element = fmt_link(s.element)
         if s.structure == "hif4":
             scale += f" + {meta - 8} bits"
+        if s.structure == "if4":
+            scale += " (bit 7: INT4 flag)"
+            element += f" or {fmt_link(fp4spec.get_format('int4_sym'))} × 6/7"
         if s.global_scale == "fp32":
             scale += " + FP32 tensor scale"
         elif s.global_scale is not None:
@@ -583,7 +588,7 @@ def scheme_summary(link_base: str | None = "", format_base: str | None = "../for
         block = " × ".join(map(str, s.block_shape))
         if s.is_2d:
             block += " tile"
-        rows.append([label, fmt_link(s.element), block, scale, f"`{s.scale_rule}`", f"`{s.profile}`",
+        rows.append([label, element, block, scale, f"`{s.scale_rule}`", f"`{s.profile}`",
                      _decimal(per_elem)])
     return _table(header, rows, ["---", "---", "--:", "---", "---", "---", "--:"])
 
