@@ -30,11 +30,17 @@ nvfp4                   e2m1      16      ue4m3    amax    te   (+ fp32 tensor s
 nvfp4_2d                e2m1      16x16   ue4m3    amax    te   (+ fp32 tensor scale)
 ufp4                    e1m2      16 [*]  ue4m3[*] amax    te   (+ fp32 tensor scale)
 nvint4                  int4_sym  16      ue4m3    amax    te   (+ fp32 tensor scale)
+nvint4_e0m3             e0m3      16      ue4m3    amax    te   (+ fp32 tensor scale) [e]
 hif4                    s1p2      64      e6m2     hif4    hif4
 if4                     e2m1|int4 16      e4m3[s]  mse     fouroversix (+ fp32 tensor scale)
 ======================  ========  ======  =======  ======  =========================
 
 [s] the E4M3 byte's sign bit is IF4's INT4 flag; its low 7 bits are the UE4M3 scale.
+
+[e] NV-INT4 with sign-magnitude codes (E0M3: 0x8 is -0, 0x9..0xF are -1..-7), the operand
+format Blackwell's ``tcgen05.mma.kind::mxf4nvf4`` reportedly accepts (flashinfer-ai/flashinfer
+#3934, FlashRT #146) [secondary source, unmeasured]; ``nvint4`` has the two's complement codes
+of fouroversix's ``nvint4``. Values and scales are the same.
 
 [*] UFP4 (arXiv 2606.20381): the paper's abstract, the only part read, does not publish the
 block size, the scale format or the scale rule. fp4spec's ``ufp4`` is an assumption: the
@@ -181,7 +187,7 @@ class Scheme:
     def _no_two_level_fields(self):
         for field in ("element_max", "scale_max", "error_mode"):
             if getattr(self, field) is not None:
-                raise ValueError(f"{field}: only two-level schemes (nvfp4, nvfp4_2d, ufp4, nvint4) have it")
+                raise ValueError(f"{field}: only two-level schemes (nvfp4, nvfp4_2d, ufp4, nvint4, nvint4_e0m3) have it")
         if self.global_scale is not None:
             raise ValueError(f"global_scale: a {self.structure!r} scheme has no tensor scale")
 
@@ -272,6 +278,7 @@ def _catalogue() -> dict[str, Scheme]:
         _two_level("nvfp4_2d", "e2m1", (16, 16)),
         _two_level("ufp4", "e1m2"),
         _two_level("nvint4", "int4_sym"),
+        _two_level("nvint4_e0m3", "e0m3"),
         Scheme("hif4", "hif4", get_format("s1p2"), (64,), get_format("e6m2"), "hif4", None, "hif4"),
         Scheme("if4", "if4", get_format("e2m1"), (16,), get_format("e4m3"), "mse", "fp32", "fouroversix"),
     ]

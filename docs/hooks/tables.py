@@ -24,6 +24,7 @@ FORMAT_PAGES = {
     "int4": "int4.md",
     "int4_sym": "int4.md",
     "s1p2": "s1p2.md",
+    "e0m3": "int4.md",
     "e2m3": "fp6.md",
     "e3m2": "fp6.md",
     "e4m3": "e4m3.md",
@@ -493,6 +494,7 @@ SCHEME_PAGES = {
     "nvfp4_2d": "nvfp4.md",
     "ufp4": "ufp4.md",
     "nvint4": "ufp4.md",
+    "nvint4_e0m3": "ufp4.md",
     "hif4": "hif4.md",
     "if4": "if4.md",
 }

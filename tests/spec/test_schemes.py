@@ -24,7 +24,7 @@ def _data(shape, seed=0):
 
 def test_catalogue_names():
     assert ALL == ["mxfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2",
-                   "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4", "if4"]
+                   "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "nvint4_e0m3", "hif4", "if4"]
 
 
 @pytest.mark.parametrize("name,element,block,scale,rule,profile", [
@@ -37,6 +37,7 @@ def test_catalogue_names():
     ("nvfp4_2d", "e2m1", (16, 16), "ue4m3", "amax", "te"),
     ("ufp4", "e1m2", (16,), "ue4m3", "amax", "te"),
     ("nvint4", "int4_sym", (16,), "ue4m3", "amax", "te"),
+    ("nvint4_e0m3", "e0m3", (16,), "ue4m3", "amax", "te"),
     ("hif4", "s1p2", (64,), "e6m2", "hif4", "hif4"),
     ("if4", "e2m1", (16,), "e4m3", "mse", "fouroversix"),
 ])
