@@ -26,6 +26,8 @@ scale_rule             scheme    scale codes follow the rule on a dense amax swe
 special_values         scheme    all-zero, -0, NaN and Inf blocks (E8M0 zero block -> 0x00) (9, 14)
 stochastic             sr        result is one of the two neighbours, a pure function of (x, rbits),
                                  unbiased, never all-zero for a non-zero block (8)
+sr_statistics          sr        the same without replaying the random bits, for backends with their
+                                 own generator: scales, adjacency, never all zero, unbiased, fresh (8)
 packing                backend   low nibble first, golden byte (0x1, 0x7) -> 0x71 (13)
 scale_layout           backend   cuBLAS 128x4 layout equals fp4spec.to_blocked, padding zero (12)
 rht                    rne, sr   quantize(x, rht=) equals the reference for every claimed RHT spec
@@ -50,7 +52,7 @@ from fp4spec.backends.base import Capabilities, as_numpy
 from fp4spec.block_schemes import Scheme
 from fp4spec.quantized import QuantizedTensor
 
-from . import builders, chain, gen, rht_properties, selection
+from . import builders, chain, gen, rht_properties, selection, sr_statistics
 from .compare import (
     Departure,
     compare_float32,
@@ -926,6 +928,10 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     Property("stochastic", "one of the two neighbours, pure in (x, rbits), unbiased, never all-zero",
              "TransformerEngine#3281, brevitas#1294", "rounding", check_stochastic, explicit_stochastic,
              _general_strategy(gen.finite_tensors), roundings=("sr",)),
+    Property("sr_statistics", "SR by its statistics (no replay): scales, neighbours, never all zero, unbiased, fresh",
+             "TransformerEngine#3281 (all-zero SR on sm_120), biased or frozen hardware SR", "rounding",
+             sr_statistics.check, sr_statistics.explicit, sr_statistics.strategy, sr_statistics.applies,
+             roundings=("sr",)),
     Property("packing", "two codes per byte, first element in the low nibble", "pytorch/ao#2939", "backend",
              check_packing, explicit_packing, strategy_packing, _applies_packing),
     Property("scale_layout", "cuBLAS 128x4 blocked layout, padding zero", "vllm#45741, triton#917", "backend",

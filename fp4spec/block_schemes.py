@@ -292,7 +292,26 @@ schemes: Mapping[str, Scheme] = MappingProxyType(_SCHEMES)
 
 #: Keyword overrides accepted by :func:`get_scheme`.
 OVERRIDES = ("block_size", "block_shape", "element", "scale", "scale_rule", "profile",
-             "element_max", "scale_max", "error_mode")
+             "element_max", "scale_max", "error_mode", "sr_headroom")
+
+#: Named headrooms for unbiased stochastic rounding (:func:`sr_headroom_max`).
+SR_HEADROOMS = ("16/17",)
+
+
+def sr_headroom_max(element: Format, headroom: str) -> float:
+    """``element_max`` of the named SR headroom: ``"16/17"`` -> fp32(max * 16/17) (RNE of the exact value).
+
+    With the block amax mapped to 16/17 of the grid's top, an E4M3 block scale rounded down by
+    its largest relative step, 1 + 2^-4 = 17/16, still scales no element past the top: stochastic
+    rounding never clips, so its only bias is the 2^-N resolution of its probabilities (normal
+    E4M3 scales; a subnormal scale can round down further). Quartet II (arXiv 2601.22813);
+    fouroversix's ``RoundStyle.stochastic_unbiased`` (fp32(6 * 16/17) = fp32(96/17)).
+    """
+    from fractions import Fraction
+
+    if headroom not in SR_HEADROOMS:
+        raise ValueError(f"sr_headroom: {headroom!r} is not one of {', '.join(map(repr, SR_HEADROOMS))}")
+    return float(np.float32(float(Fraction(element.max) * Fraction(16, 17))))
 
 
 def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
@@ -311,6 +330,8 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
             ``"amax"`` or ``"4over6"``; IF4: ``"mse"``, ``"mae"`` or ``"abs_max"``.
         profile: ``"ocp"`` or ``"torchao"`` (MX); ``"te"`` or ``"torchao"`` (two-level).
         element_max, scale_max, error_mode: two-level fields, see :class:`Scheme`.
+        sr_headroom: two-level: ``"16/17"`` sets element_max = fp32(max * 16/17), the headroom
+            that keeps stochastic rounding unbiased (:func:`sr_headroom_max`).
 
     Examples::
 
@@ -318,6 +339,7 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
         get_scheme("nvfp4", profile="torchao")
         get_scheme("nvfp4", scale_rule="4over6", scale_max=256, error_mode="mse")
         get_scheme("ufp4", block_size=32, element_max=3.5)
+        get_scheme("nvfp4", sr_headroom="16/17")   # then quantize(..., rounding="sr")
     """
     if isinstance(name, str) and ":" in name:
         from .scheme_specs import parse_scheme_spec
@@ -340,6 +362,14 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
     if unknown:
         raise ValueError(f"{unknown[0]}: not a scheme field; overridable fields: {', '.join(OVERRIDES)}")
     changes = dict(overrides)
+    if "sr_headroom" in changes:
+        headroom = changes.pop("sr_headroom")
+        if changes.get("element_max") is not None:
+            raise ValueError("sr_headroom, element_max: pass one of them (sr_headroom sets element_max)")
+        element = get_format(changes.get("element", base.element))
+        if changes.get("structure", base.structure) != "two_level":
+            raise ValueError(f"sr_headroom: only two-level schemes have an element_max to lower, not {base.name!r}")
+        changes["element_max"] = sr_headroom_max(element, headroom)
     if "block_size" in changes:
         k = changes.pop("block_size")
         if "block_shape" in changes:
@@ -361,4 +391,5 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
     return dataclasses.replace(base, **changes)
 
 
-__all__ = ["ERROR_MODES", "OVERRIDES", "SCALE_RULES", "STRUCTURES", "Scheme", "get_scheme", "schemes"]
+__all__ = ["ERROR_MODES", "OVERRIDES", "SCALE_RULES", "SR_HEADROOMS", "STRUCTURES", "Scheme", "get_scheme", "schemes",
+           "sr_headroom_max"]

@@ -485,6 +485,76 @@ class FourOverSixTorchOrder(_TeChainDefect.__base__):
 IF4_DEFECTS = (If4TiesTakeInt, If4IntDivides, If4ErrorsInElementOrder, If4FlagInverted)
 
 
+# -- SR with the backend's own random numbers (sr_source="own"): checked by sr_statistics only ------------
+
+class OwnSr(NumpyBackend):
+    """Correct SR that ignores the rbits it is given and draws its own (as hardware SR does): it must conform."""
+
+    name = "own-sr"
+
+    def __init__(self):
+        self._rng = np.random.default_rng()
+
+    def capabilities(self):
+        import dataclasses
+
+        return dataclasses.replace(super().capabilities(), sr_source="own")
+
+    def own_bits(self, shape, sr_bits):
+        return self._rng.integers(0, 1 << sr_bits, shape)
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        if rounding != "sr":
+            return super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        return super().quantize(x, scheme, rounding="sr", rbits=self.own_bits(np.shape(x), sr_bits), sr_bits=sr_bits)
+
+
+class OwnSrAllZero(OwnSr):
+    """SR that returns all-zero codes (TransformerEngine#3281: the cvt.rs branch compiled out on sm_120)."""
+
+    name = "own-sr-all-zero"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        q = super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        return _replace(q, codes=np.zeros_like(np.asarray(q.codes))) if rounding == "sr" else q
+
+
+class OwnSrBiased(OwnSr):
+    """SR whose random number is the smaller of two draws: P(away from zero) is about frac^2, not frac."""
+
+    name = "own-sr-biased"
+
+    def own_bits(self, shape, sr_bits):
+        return np.minimum(super().own_bits(shape, sr_bits), super().own_bits(shape, sr_bits))
+
+
+class OwnSrFrozen(OwnSr):
+    """SR from a generator re-seeded identically on every call: the same 'random' codes every time."""
+
+    name = "own-sr-frozen"
+
+    def own_bits(self, shape, sr_bits):
+        return np.random.default_rng(1234).integers(0, 1 << sr_bits, shape)
+
+
+class OwnSrCoinFlip(OwnSr):
+    """SR that rounds away from zero with probability 1/2, whatever the distance to the neighbours."""
+
+    name = "own-sr-coin-flip"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        if rounding != "sr":
+            return super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        x = np.asarray(x, np.float32)
+        top = (1 << sr_bits) - 1
+        coin = self._rng.integers(0, 2, x.shape) * top  # 0: toward zero, max: away (for frac > 0)
+        return _NumpyBackend.quantize(self, x, scheme, rounding="sr", rbits=coin, sr_bits=sr_bits)
+
+
+#: Backends with their own SR random numbers: one correct, the others each broken once.
+OWN_SR_DEFECTS = (OwnSrAllZero, OwnSrBiased, OwnSrFrozen, OwnSrCoinFlip)
+
+
 #: Defects of the mistakes diagnose names, with the schemes, roundings and words of the match.
 DIAGNOSED = (
     (TiesAway, ["mxfp4", "nvfp4"], ["rne"], "ties away from zero (ties to even expected)"),
