@@ -51,7 +51,7 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
         x: float16, bfloat16 (ml_dtypes), float32 or float64 array (at least 1-d), or a
             torch tensor of one of those dtypes on any device.
         scheme: a scheme name (``fp4spec.schemes``: mxfp4, mxfp6_e2m3, mxfp6_e3m2,
-            mxfp8_e4m3, mxfp8_e5m2, nvfp4, nvfp4_2d, ufp4, nvint4, hif4) or a
+            mxfp8_e4m3, mxfp8_e5m2, nvfp4, nvfp4_2d, ufp4, nvint4, nvint4_e0m3, hif4, if4) or a
             :class:`~fp4spec.block_schemes.Scheme`.
         axis: the axis the blocks run along (default: the last). 2D tiles cover this axis
             and the one before it (after moving ``axis`` last).
