@@ -6,7 +6,7 @@ kernels; its reference quantizers need only torch. :func:`reference` therefore l
 ``fouroversix.quantize.utils``) from the installed package without running the package's
 ``__init__``. Install without building its CUDA extension::
 
-    pip install "setuptools>=77" && SKIP_CUDA_BUILD=1 pip install --no-build-isolation --no-deps fouroversix==1.0.5
+    pip install "setuptools>=77" && FORCE_BUILD=1 SKIP_CUDA_BUILD=1 pip install --no-build-isolation --no-deps fouroversix==1.0.5
 
 Nothing falls back to fp4spec: every input goes to fouroversix's ``quantize_to_fp4`` on the
 CPU, and its packed codes (first element in the low nibble) and scale bytes (plain layout)
