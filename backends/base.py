@@ -158,6 +158,10 @@ def check_rht_spec(spec, field: str = "rht") -> str:
     return "/".join([str(int(parts[0]))] + [p.strip() for p in parts[1:]])
 
 
+#: Where a backend's stochastic rounding takes its randomness (:attr:`Capabilities.sr_source`).
+SR_SOURCES = ("rbits", "own")
+
+
 @dataclasses.dataclass(frozen=True)
 class Capabilities:
     """What a backend claims to do. The conformance suite checks every claim and nothing else.
@@ -178,6 +182,10 @@ class Capabilities:
             :class:`~fp4spec.AccumulatorModel` objects registered there) that
             :meth:`Backend.matmul` implements bit for bit. Required with ``"matmul"``, and
             only allowed with it. Stored as names.
+        sr_source: where ``rounding="sr"`` takes its randomness: ``"rbits"`` (the ``rbits`` it is
+            given, bit for bit: checked against the reference) or ``"own"`` (its own random
+            numbers, as hardware SR with an on-chip generator: only the statistical properties
+            can check it, ``sr_statistics``).
         rht: Random Hadamard Transforms ``quantize(..., rht=)`` applies bit for bit, as RHT
             specs ``"size/arith"`` (``"16/fwht-fp32"``: any signs, every output dtype of
             :data:`fp4spec.rht.OUT_DTYPES`) or ``"size/arith/out_dtype"`` (that output dtype
@@ -194,6 +202,7 @@ class Capabilities:
     notes: str = ""
     accumulators: tuple[str, ...] = ()
     rht: tuple[str, ...] = ()
+    sr_source: str = "rbits"
 
     def __post_init__(self):
         specs = tuple(scheme_spec(s) for s in _tuple_of_str(self.schemes, "schemes"))
@@ -236,6 +245,8 @@ class Capabilities:
             if spec not in rhts:
                 rhts.append(spec)
         object.__setattr__(self, "rht", tuple(rhts))
+        if self.sr_source not in SR_SOURCES:
+            raise BackendError(f"sr_source: {self.sr_source!r} is not one of {', '.join(map(repr, SR_SOURCES))}")
 
     def supports_rht(self, rht) -> bool:
         """True if ``quantize(..., rht=rht)`` is claimed: None (no transform) always is; an

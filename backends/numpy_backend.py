@@ -16,7 +16,8 @@ import numpy as np
 
 from fp4spec.accumulator_models import accumulators as _accumulators, get_accumulator
 from fp4spec.block_schemes import schemes as _schemes
-from fp4spec.emulator import blockscale, gemm, hif4
+from fp4spec.emulator import blockscale, gemm, hif4, if4
+from fp4spec.if4 import check_finite
 from fp4spec.emulator.encode import encode as _encode
 from fp4spec.layouts import to_blocked as _to_blocked
 from fp4spec.matmul_operands import check_operands
@@ -74,7 +75,10 @@ class NumpyBackend(Backend):
         k = sch.block_size
         blocks = x.reshape(x.shape[:-1] + (x.shape[-1] // k, k))
         rb = None if rbits is None else np.broadcast_to(rbits, x.shape).reshape(blocks.shape)
-        if sch.structure == "mx":
+        if sch.structure == "if4":
+            check_finite(x)
+            codes, scales, g = if4.quantize_if4(blocks, sch, rounding, rb, sr_bits)
+        elif sch.structure == "mx":
             codes, scales = blockscale.quantize_mx(blocks, sch, rounding, rb, sr_bits)
             g = None
         else:
@@ -97,6 +101,8 @@ class NumpyBackend(Backend):
             blocks = codes.reshape(codes.shape[:-1] + (codes.shape[-1] // k, k))
             if sch.structure == "mx":
                 out = blockscale.dequantize_mx(blocks, m["scales"], sch)
+            elif sch.structure == "if4":
+                out = if4.dequantize_if4(blocks, m["scales"], q.global_scale)
             else:
                 out = blockscale.dequantize_two_level(blocks, m["scales"], q.global_scale, sch)
             out = out.reshape(codes.shape)

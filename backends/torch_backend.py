@@ -147,6 +147,12 @@ def check_two_level(scheme: Scheme):
                                   f"rule {scheme.scale_rule!r})")
     if scheme.scale.name != "ue4m3":
         raise NotImplementedError(f"{scheme.name}: UE4M3 block scales only")
+    te_only = {"nv_block_scale_op": "mul_reciprocal", "nv_zero_scale_elements": "saturate",
+               "nv_zero_global_amax": "one"}
+    other = [f"{k}={pol[k]!r}" for k, v in te_only.items() if pol[k] != v]
+    if other:
+        raise NotImplementedError(f"{scheme.name}: the torch backend implements TransformerEngine's policies, not "
+                                  f"{', '.join(other)} (profile {scheme.profile!r})")
 
 
 def vec_maxes(xb, scheme: Scheme):

@@ -14,7 +14,7 @@ Block kinds (one block is ``(tile_rows, block_size)``: a 1 x k row block, or an 
   ulp either side of them.
 * ``binade_edge`` -- the amax significand is 1.0, 1.5, 1.75, just below 2 (or just above
   one of those), other elements on binade edges below it.
-* ``scale_tie``   -- two-level: the block scale before its UE4M3 cast is exactly a UE4M3
+* ``scale_tie``   -- two-level and IF4: the block scale before its UE4M3 cast is exactly a UE4M3
   midpoint (or one ulp beside one); the elements are ties under the resulting scale. MX:
   ``binade_edge``.
 * ``subnormal``   -- float32 subnormals and values at the normal/subnormal boundary.
@@ -51,8 +51,8 @@ FINITE_KINDS = tuple(k for k in BLOCK_KINDS if k != "nonfinite")
 
 
 def kinds_for(scheme: Scheme, kinds=BLOCK_KINDS) -> tuple[str, ...]:
-    """The kinds that make sense for a scheme: HiF4 refuses NaN/Inf input (the reference raises)."""
-    if scheme.structure == "hif4":
+    """The kinds that make sense for a scheme: HiF4 and IF4 refuse NaN/Inf input (the reference raises)."""
+    if scheme.structure in ("hif4", "if4"):
         return tuple(k for k in kinds if k != "nonfinite")
     return tuple(kinds)
 
@@ -190,25 +190,54 @@ def tie_inputs(rng, targets: np.ndarray, m, scheme: Scheme, offsets: np.ndarray)
     return ulp_step(x, offsets)
 
 
+def if4_int_targets(targets: np.ndarray) -> np.ndarray:
+    """IF4: float32 scaled values y whose INT4 value fp32(y * fp32(7/6)) is ``targets`` (or, where
+    no y gives it exactly, nearest to it)."""
+    from fp4spec.if4 import INT_UP
+
+    t = np.asarray(targets, np.float64)
+    y0 = (t / float(INT_UP)).astype(np.float32)
+    js = np.arange(-3, 4)
+    cand = ulp_step(np.repeat(y0[:, None], len(js), axis=1), js[None, :])
+    z = (cand * INT_UP).astype(np.float64)
+    best = np.argmin(np.abs(z - t[:, None]) + (js[None, :] != 0) * 1e-300, axis=1)
+    return cand[np.arange(len(t)), best].astype(np.float64)
+
+
+def _tie_targets(rng, sch: Scheme, n: int, y_amax: float):
+    """Scaled-value targets of ``block_ties``, or None: E2M1 (element) midpoints and grid points;
+    for IF4 half of them are INT4 midpoints k + 1/2 and integers, mapped back through 7/6."""
+    grid = element_grid(sch)
+    grid = grid[grid <= sch.max_elem]
+    mids = (grid[:-1] + grid[1:]) / 2
+    pool_mid = mids[mids < y_amax]
+    pool_grid = grid[(grid > 0) & (grid < y_amax)]
+    if pool_mid.size == 0:
+        return None
+    pick = rng.random(n)
+    targets = np.where(pick < 0.75, rng.choice(pool_mid, n),
+                       rng.choice(pool_grid, n) if pool_grid.size else rng.choice(pool_mid, n))
+    if sch.structure == "if4":
+        ints = np.arange(0.5, 7.0, 0.5)
+        ints = ints[ints / (7.0 / 6.0) < y_amax]
+        if ints.size:
+            use = rng.random(n) < 0.5
+            targets = np.where(use, if4_int_targets(rng.choice(ints, n)), targets)
+    return targets
+
+
 def block_ties(rng, ctx: BlockContext, amax) -> np.ndarray:
     """Scaled values on midpoints (60%), on grid points (15%) or at the top saturation
-    midpoint; 60% exact, the rest one ulp either side."""
+    midpoint; 60% exact, the rest one ulp either side (IF4: half on INT4 midpoints)."""
     sch = ctx.scheme
     m = _block_multiplier(ctx, amax)
     if m is None:
         return block_random(rng, ctx, amax)
     n = int(np.prod(ctx.shape))
-    grid = element_grid(sch)
-    grid = grid[grid <= sch.max_elem]
-    mids = (grid[:-1] + grid[1:]) / 2
     y_amax = float(chain.scaled(np.array([amax], np.float32), m, sch)[0])
-    pool_mid = mids[mids < y_amax]
-    pool_grid = grid[(grid > 0) & (grid < y_amax)]
-    if pool_mid.size == 0:
+    targets = _tie_targets(rng, sch, n, y_amax)
+    if targets is None:
         return block_random(rng, ctx, amax)
-    pick = rng.random(n)
-    targets = np.where(pick < 0.75, rng.choice(pool_mid, n),
-                       rng.choice(pool_grid, n) if pool_grid.size else rng.choice(pool_mid, n))
     offsets = rng.choice([0, 0, 0, 0, 0, 0, -1, 1, -1, 1], n)
     x = tie_inputs(rng, targets, m, sch, offsets)
     x = np.minimum(x, F32(amax)) * _signs(rng, n)
@@ -229,13 +258,13 @@ def scale_tie_amax(rng, ctx: BlockContext, cap) -> np.float32 | None:
     """Two-level: a block amax <= cap whose pre-cast block scale is exactly a midpoint of two
     adjacent scale values (or one ulp beside one); None where none can be made."""
     sch = ctx.scheme
-    if sch.structure != "two_level" or ctx.ts is None or not (0 < cap < np.inf):
+    if sch.structure not in ("two_level", "if4") or ctx.ts is None or not (0 < cap < np.inf):
         return None
     probe = np.array([cap], np.float32)
     s_cap = float(chain.block_scale_value(probe, sch, ctx.ts)[0])
     if not (0 < s_cap < np.inf):
         return None
-    svals = np.unique(sch.scale.values[np.isfinite(sch.scale.values)])
+    svals = np.unique(np.abs(sch.scale.values[np.isfinite(sch.scale.values)]))  # IF4's E4M3: magnitudes
     mids = (svals[:-1] + svals[1:]) / 2
     mids = mids[mids < min(s_cap, float(sch.scale.max))]
     if mids.size == 0:
@@ -277,7 +306,7 @@ def block_saturate(rng, ctx: BlockContext, amax, *, free: bool = True) -> np.nda
     """Values whose scaled magnitude passes the element max: MX amax significands above the
     element's top significand; two-level: elements near amax (and, free, a tiny block)."""
     sch = ctx.scheme
-    if free and sch.structure == "two_level" and rng.random() < 0.5:
+    if free and sch.structure in ("two_level", "if4") and rng.random() < 0.5:
         amax = F32(max(float(amax) * 2.0 ** -float(rng.integers(8, 40)), 2.0 ** -149))
     elif free and sch.structure in ("mx", "hif4") and amax > 0:
         top_sig = sch.max_elem / 2.0 ** np.floor(np.log2(sch.max_elem))

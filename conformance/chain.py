@@ -8,7 +8,8 @@ whose ``y`` is exactly a rounding tie (or one ulp beside one), and to *explain* 
 :func:`fp4spec.scaling.mx_scaled_element`, :func:`fp4spec.scaling.two_level_element_multiplier`
 and :func:`fp4spec.scaling.two_level_element_code`; the conformance tests check that the
 numpy backend agrees with it on every tie the builders make. HiF4 has no single multiplier
-per block; its functions return None.
+per block; its functions return None. IF4 has one (:func:`fp4spec.if4.element_multiplier`):
+``y`` here is the value its E2M1 candidate rounds; its INT4 candidate rounds fp32(y * 7/6).
 """
 
 from __future__ import annotations
@@ -22,20 +23,25 @@ F32 = np.float32
 
 
 def has_chain(scheme: Scheme) -> bool:
-    """True for the structures with one float32 multiplier per block (MX and two-level)."""
-    return scheme.structure in ("mx", "two_level")
+    """True for the structures with one float32 multiplier per block (MX, two-level, IF4)."""
+    return scheme.structure in ("mx", "two_level", "if4")
 
 
 def tensor_scale(x: np.ndarray, scheme: Scheme) -> TensorScale | None:
-    """The two-level tensor scale of float32 ``x`` (None for other structures)."""
-    if scheme.structure != "two_level":
+    """The two-level (or IF4) tensor scale of float32 ``x`` (None for other structures)."""
+    if scheme.structure not in ("two_level", "if4"):
         return None
     with np.errstate(invalid="ignore"):
         gmax = np.max(np.abs(x)) if x.size else F32(0.0)
-    return two_level_tensor_scale(F32(gmax), scheme)
+    return tensor_scale_of_amax(gmax, scheme)
 
 
 def tensor_scale_of_amax(global_amax, scheme: Scheme) -> TensorScale | None:
+    if scheme.structure == "if4":
+        from fp4spec.if4 import tensor_scales
+
+        amax = F32(global_amax)
+        return TensorScale(*tensor_scales(amax)) if np.isfinite(amax) else None
     if scheme.structure != "two_level":
         return None
     return two_level_tensor_scale(F32(global_amax), scheme)
@@ -65,6 +71,10 @@ def multipliers(scale_codes: np.ndarray, scheme: Scheme, ts: TensorScale | None)
         from fp4spec.emulator.blockscale import element_multipliers
 
         return element_multipliers(np.asarray(scale_codes, np.uint8), ts, scheme).astype(np.float32)
+    if scheme.structure == "if4":
+        from fp4spec.emulator.if4 import multipliers as if4_multipliers
+
+        return if4_multipliers(np.asarray(scale_codes).astype(np.uint8) & np.uint8(0x7F), ts.decode)
     return None
 
 
@@ -80,12 +90,21 @@ def nominal_scale_codes(vec_max: np.ndarray, scheme: Scheme, ts: TensorScale | N
         from fp4spec.emulator.blockscale import block_scale_codes
 
         return block_scale_codes(vec_max, ts, scheme, 1.0)
+    if scheme.structure == "if4":
+        from fp4spec.emulator.if4 import block_scale_codes as if4_scale_codes
+
+        return if4_scale_codes(vec_max, ts.encode)
     return None
 
 
 def block_scale_value(vec_max: np.ndarray, scheme: Scheme, ts: TensorScale, candidate: float = 1.0) -> np.ndarray:
-    """Two-level: the float32 block scale *before* its cast to the scale format (the value
-    :func:`fp4spec.scaling.two_level_block_scale` rounds), per block amax."""
+    """Two-level (and IF4): the float32 block scale *before* its cast to the scale format (the
+    value :func:`fp4spec.scaling.two_level_block_scale` rounds), per block amax."""
+    if scheme.structure == "if4":
+        from fp4spec.if4 import FP_MAX
+
+        with np.errstate(all="ignore"):
+            return ((np.asarray(vec_max, np.float32) / FP_MAX).astype(np.float32) * F32(ts.encode)).astype(np.float32)
     from fp4spec.emulator.blockscale import block_scale_values
 
     return block_scale_values(vec_max, ts, scheme, candidate)
@@ -102,19 +121,41 @@ def scaled(x: np.ndarray, m, scheme: Scheme) -> np.ndarray:
                 y = np.clip(y, -top, top)
             if scheme.policies["nv_negative_zero"] == "positive":
                 y = (y + F32(0.0)).astype(np.float32)
+        elif scheme.structure == "if4":
+            y = (y + F32(0.0)).astype(np.float32)
     return y
 
 
 def scaled_values(x2d: np.ndarray, scale_codes: np.ndarray, scheme: Scheme) -> np.ndarray | None:
     """The value every element of a 2-D float32 tensor is rounded from, given the scale codes
-    a quantization produced (``(rows, n_blocks)``). None for HiF4."""
+    a quantization produced (``(rows, n_blocks)``). None for HiF4 (and for IF4 on non-finite x)."""
     if not has_chain(scheme):
         return None
     ts = tensor_scale(x2d, scheme)
+    if scheme.structure == "if4" and ts is None:
+        return None
     m = multipliers(scale_codes, scheme, ts)
     k = scheme.block_size
     return scaled(x2d, np.repeat(m, k, axis=-1), scheme)
 
 
-__all__ = ["block_scale_value", "has_chain", "mx_multipliers", "multipliers", "nominal_scale_codes", "scaled", "scaled_values",
+def element_values(scheme: Scheme, codes: np.ndarray, scales) -> np.ndarray:
+    """float64 element values of 2-D ``codes`` (before block and tensor scales). IF4: E2M1 values in
+    E2M1 blocks, int4(code) * 6/7 in INT4 blocks (the flag is bit 7 of the block's scale byte);
+    ``scales`` of another shape than one per block reads every block as E2M1."""
+    codes = np.asarray(codes).astype(np.int64)
+    fmt = scheme.element
+    if scheme.structure != "if4":
+        return fmt.values[codes]
+    k = scheme.block_size
+    s = None if scales is None else np.asarray(scales).astype(np.int64)
+    if s is None or codes.ndim != 2 or s.shape != (codes.shape[0], codes.shape[1] // k):
+        return fmt.values[codes]
+    from fp4spec.if4 import INT4
+
+    flag = np.repeat((s & 0x80) != 0, k, axis=-1)
+    return np.where(flag, INT4.values[codes] * (6.0 / 7.0), fmt.values[codes])
+
+
+__all__ = ["block_scale_value", "element_values", "has_chain", "mx_multipliers", "multipliers", "nominal_scale_codes", "scaled", "scaled_values",
            "tensor_scale", "tensor_scale_of_amax"]

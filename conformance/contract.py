@@ -105,7 +105,7 @@ def check_quantized(q, x: np.ndarray, scheme, rbits=None, *, op: str = "quantize
         raise _violation(f"{op} returned scales of shape {tuple(scales.shape)}, expected {want}", hint, x, rbits)
     if scales.size and int(scales.max()) > 0xFF:  # a byte outside the scale format is compared, not refused
         raise _violation(f"{op} returned a scale code {int(scales.max())}", "scale codes are bytes (uint8)", x, rbits)
-    if scheme.structure == "two_level":
+    if scheme.structure in ("two_level", "if4"):
         g = getattr(q, "global_scale", None)
         tdt = _torch_dtype(g)
         if g is None:

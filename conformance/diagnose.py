@@ -20,7 +20,11 @@ float_log2             the MX floor/rceil exponent from a float32 ``log2`` (for 
 torchao_zero_scale     torchao's division by a zero per-tensor scale (its known NVFP4 bug)
 divide                 two-level elements divided by ``fp32(s * S_dec)`` instead of multiplied by
                        ``fp32(1 / fp32(s * S_dec))``
-scale_rule             every other MX scale rule (floor, ceil, rceil, even) / two-level rule
+4over6 decode scale   4over6 errors through the global decode scale (FlashInfer before #3448)
+if4                    IF4 with one mistake (:mod:`~fp4spec.conformance.if4_mistakes`): ties taking
+                       INT4, the INT4 candidate by division, the errors in element order, the flag
+                       inverted; fouroversix's known departures
+scale_rule             every other MX scale rule (floor, ceil, rceil, even) / two-level rule / IF4 rule
 policy                 one policy of the profile changed to another profile's choice: the TE vs
                        torchao NVFP4 scale chain, the E4M3 scale floor, the MX NaN-block policy,
                        torchao's element scaling, the sign of zero ...
@@ -44,7 +48,7 @@ from fp4spec.emulator.encode import encode
 from fp4spec.profiles import ALGORITHM_POLICIES, POLICIES, Profile, get_profile, list_profiles
 from fp4spec.scaling import element_nan_policy
 
-from . import chain
+from . import chain, fouroversix_model, if4_mistakes, selection
 from .compare import compare_quantized
 
 F32 = np.float32
@@ -193,9 +197,12 @@ def _divide(t):
 
 def _torchao_zero_scale(t):
     sch = t.scheme
-    if sch.structure != "two_level":
+    if sch.structure != "two_level" or sch.profile == "fouroversix":
         return
-    ao = get_scheme(sch, profile="torchao") if sch.profile != "torchao" else sch
+    try:
+        ao = get_scheme(sch, profile="torchao") if sch.profile != "torchao" else sch
+    except ValueError:  # a scheme torchao has no profile for (4over6)
+        return
 
     def run(env, t, x, rbits):
         with np.errstate(all="ignore"):
@@ -211,6 +218,60 @@ def _torchao_zero_scale(t):
     yield Variant("known torchao bug: nvfp4_quantize divides by a zero per-tensor scale when the tensor amax is 0 "
                   "or so small that amax / 2688 underflows: the block scales are NaN (0xFF on x86, outside UE4M3) "
                   "and the element codes come from NaN data (not modelled by profile 'torchao')", run, ao)
+
+
+#: What each IF4 mistake is, in words.
+IF4_MISTAKES = {
+    "ties_to_int": "IF4 ties between the two block errors take INT4 (E2M1 expected: INT4 only when its error is "
+                   "strictly smaller)",
+    "int_divides": "IF4's INT4 candidate computed as y / fp32(6/7) (fp32(y * fp32(7/6)) expected)",
+    "element_order": "IF4 block errors added in element order (torch's CPU order expected: t_j + t_(j+8), then the "
+                     "eight sums in order)",
+    "flag_inverted": "IF4 flag inverted: the scale byte's sign bit set on E2M1 blocks (it marks INT4 blocks)",
+    "fouroversix": "known fouroversix bug (its 1.0.5 reference; not modelled by profile 'fouroversix'): 2688 / amax "
+                   "and 1 / (S_dec * s) are not clamped, so tiny tensors get NaN blocks, and under a subnormal block "
+                   "scale |y| >= 7 rounds to 8, packed as code 0x8 (-0)",
+}
+
+
+def _if4(t):
+    if t.scheme.structure != "if4":
+        return
+    for name, text in IF4_MISTAKES.items():
+        def run(env, t, x, rbits, name=name):
+            if name == "fouroversix" and t.rounding != "rne":
+                return None
+            return if4_mistakes.quantize(x, t.scheme, t.rounding, rbits, t.sr_bits, **{name: True})
+        yield Variant(text, run)
+
+
+FOUROVERSIX_BUGS = ("known fouroversix bugs (its 1.0.5 reference; not modelled by profile 'fouroversix'): no "
+                    "FLT_MAX clamps (NaN blocks for tiny tensors), |y| >= 7 under a subnormal scale packed as 0x8, "
+                    "NaN/Inf input, MX byte 1 for amax <= 6 * 2^-127 and a division by 0.0 in all-zero MX blocks")
+
+
+def _four_over_six_decode_scale(t):
+    sch = t.scheme
+    if sch.scale_rule != "4over6" or sch.is_2d or sch.policies["nv_scale_chain"] != "te":
+        return
+    yield Variant("4over6 errors against fp32(fp32(q * s) * S_dec), the global decode scale's path (((q * s) * amax) "
+                  "/ (6 * Emax) expected: algebraically equal, not bitwise; flashinfer#3448)",
+                  lambda env, t, x, rbits: selection.four_over_six_decode_scale(x, t.scheme, t.rounding, rbits,
+                                                                               t.sr_bits))
+
+
+def _fouroversix(t):
+    sch = t.scheme
+    if sch.profile != "fouroversix" or sch.structure not in ("two_level", "mx") or t.rounding != "rne":
+        return
+
+    def run(env, t, x, rbits):
+        model = fouroversix_model.quantize(x, t.scheme)
+        if np.isfinite(x).all():
+            return model
+        return fouroversix_model.same_but_nan_signs(model, env.quantize(x, t, rbits), t.scheme)
+
+    yield Variant(FOUROVERSIX_BUGS, run)
 
 
 def _profiles_with(policy, value, structure):
@@ -255,8 +316,8 @@ def _profiles(t):
 
 
 #: The known mistakes, most specific first: each yields the Variants that apply to a target.
-MISTAKES = (_ties_away, _sr_ignores_bits, _float_log2, _torchao_zero_scale, _divide, _scale_rules, _policies,
-            _profiles)
+MISTAKES = (_ties_away, _sr_ignores_bits, _float_log2, _torchao_zero_scale, _fouroversix, _divide, _if4,
+            _four_over_six_decode_scale, _scale_rules, _policies, _profiles)
 
 
 def variants(t) -> list[Variant]:
@@ -320,4 +381,4 @@ def _explain(env, t, cx) -> str:
     return " or ".join(matching(env, t, x, rbits, got))
 
 
-__all__ = ["MISTAKES", "POLICY_TITLES", "Variant", "explain", "matching", "replay", "variants", "with_policy"]
+__all__ = ["IF4_MISTAKES", "MISTAKES", "POLICY_TITLES", "Variant", "explain", "matching", "replay", "variants", "with_policy"]

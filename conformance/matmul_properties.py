@@ -47,7 +47,7 @@ from fp4spec.quantized import QuantizedTensor
 FAMILIES = ("random", "wide_scales", "cancellation", "nan_scales", "alignment", "subnormal", "truncation")
 
 #: Schemes tried for every model (those the model rejects are skipped).
-CANDIDATE_SCHEMES = ("mxfp4", "nvfp4", "ufp4", "nvint4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3",
+CANDIDATE_SCHEMES = ("mxfp4", "nvfp4", "ufp4", "nvint4", "nvint4_e0m3", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3",
                      "mxfp6_e3m2")
 
 

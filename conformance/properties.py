@@ -19,11 +19,15 @@ saturation             rounding  finite input gives finite codes of the input's 
                                  the max saturate to +-max (7, 10)
 ties_to_even           rne       scaled values exactly on a midpoint (and one ulp beside) round as
                                  RNE does; catches ties-away and divide-vs-reciprocal (2, 3)
+selection              rne       IF4 and 4over6: blocks one float32 step from flipping their choice of
+                                 candidate choose as the reference does (16)
 scale_rule             scheme    scale codes follow the rule on a dense amax sweep; no finite block
                                  gets a NaN scale (9, 11)
 special_values         scheme    all-zero, -0, NaN and Inf blocks (E8M0 zero block -> 0x00) (9, 14)
 stochastic             sr        result is one of the two neighbours, a pure function of (x, rbits),
                                  unbiased, never all-zero for a non-zero block (8)
+sr_statistics          sr        the same without replaying the random bits, for backends with their
+                                 own generator: scales, adjacency, never all zero, unbiased, fresh (8)
 packing                backend   low nibble first, golden byte (0x1, 0x7) -> 0x71 (13)
 scale_layout           backend   cuBLAS 128x4 layout equals fp4spec.to_blocked, padding zero (12)
 rht                    rne, sr   quantize(x, rht=) equals the reference for every claimed RHT spec
@@ -48,7 +52,7 @@ from fp4spec.backends.base import Capabilities, as_numpy
 from fp4spec.block_schemes import Scheme
 from fp4spec.quantized import QuantizedTensor
 
-from . import builders, chain, gen, rht_properties
+from . import builders, chain, gen, rht_properties, selection, sr_statistics
 from .compare import (
     Departure,
     compare_float32,
@@ -135,6 +139,11 @@ def _codes_of(q, x: np.ndarray, fmt, what: str) -> np.ndarray:
 
 def _values(fmt, codes: np.ndarray) -> np.ndarray:
     return fmt.values[codes]
+
+
+def _q_values(t: Target, q, codes: np.ndarray) -> np.ndarray:
+    """Element values of a result's codes (IF4: by each block's flag, INT4 in E2M1 units)."""
+    return chain.element_values(t.scheme, codes, as_numpy(getattr(q, "scales", None)))
 
 
 def _block_inputs(x, scheme, row, col):
@@ -319,7 +328,7 @@ def check_monotonic(env: Env, t: Target, case: gen.Case) -> None:
     x = case.x
     q = env.quantize(x, t, case.rbits)
     fmt = t.scheme.element
-    vals = _values(fmt, _codes_of(q, x, fmt, "monotonic"))
+    vals = _q_values(t, q, _codes_of(q, x, fmt, "monotonic"))
     u = _unit(t.scheme)
     xu, vu = x.reshape(-1, u), vals.reshape(-1, u)
     if np.isnan(vu).any():
@@ -391,8 +400,8 @@ def check_sign_symmetry(env: Env, t: Target, case: gen.Case) -> None:
     mirrored = MIRROR.get(t.rounding, t.rounding)
     q2 = env.quantize(neg, t, case.rbits, rounding=mirrored)
     fmt = t.scheme.element
-    v1 = _values(fmt, _codes_of(q1, x, fmt, "sign_symmetry"))
-    v2 = _values(fmt, _codes_of(q2, x, fmt, "sign_symmetry"))
+    v1 = _q_values(t, q1, _codes_of(q1, x, fmt, "sign_symmetry"))
+    v2 = _q_values(t, q2, _codes_of(q2, x, fmt, "sign_symmetry"))
     same = (v2 == -v1) | (np.isnan(v1) & np.isnan(v2))
     rule = f"quantize(-x, {mirrored!r}) must be -quantize(x, {t.rounding!r})"
     if not same.all():
@@ -434,9 +443,9 @@ def check_saturation(env: Env, t: Target, case: gen.Case) -> None:
     q = env.quantize(x, t, case.rbits)
     q_ref = env.ref_quantize(x, t, case.rbits)
     codes = _codes_of(q, x, fmt, "saturation")
-    v = _values(fmt, codes)
+    v = _q_values(t, q, codes)
     ref_codes = np.asarray(q_ref.codes).astype(np.int64)
-    v_ref = _values(fmt, ref_codes)
+    v_ref = _q_values(t, q_ref, ref_codes)
 
     def fail(mask, why):
         r, c = (int(i) for i in np.argwhere(mask)[0])
@@ -453,7 +462,7 @@ def check_saturation(env: Env, t: Target, case: gen.Case) -> None:
     wrapped = (x != 0) & (v != 0) & (np.signbit(x) != np.signbit(v))
     if wrapped.any():
         fail(wrapped, "the code's sign differs from the input's (overflow into the sign bit?)")
-    top = float(np.nanmax(np.abs(fmt.values[np.isfinite(fmt.values)])))
+    top = float(np.nanmax(np.abs(fmt.values[np.isfinite(fmt.values)])))  # IF4: 6 in both branches
     sat = (np.abs(v_ref) == top) & (codes != ref_codes)
     if sat.any():
         fail(sat, f"the value saturates to +-{top:g}")
@@ -602,7 +611,7 @@ def check_special(env: Env, t: Target, case: gen.Case) -> None:
     nb = x.shape[1] // k
     blocks = x.reshape(x.shape[0], nb, k)
     zero_block = (blocks == 0).all(axis=-1)
-    vals = _values(fmt, codes).reshape(blocks.shape)
+    vals = _q_values(t, q, codes).reshape(blocks.shape)
     nonzero = zero_block & (vals != 0).any(axis=-1)
     if nonzero.any():
         r, b = (int(i) for i in np.argwhere(nonzero)[0])
@@ -652,14 +661,14 @@ def explicit_special(env: Env, t: Target, rng):
     mixed[:, ::3] = -0.0
     yield functools.partial(check_special, env, t, _case(t, mixed, rng))
     yield functools.partial(check_special, env, t, _case(t, _tensor(rng, t, ("zero", "single", "random", "zero")), rng))
-    if sch.structure != "hif4":
+    if sch.structure not in ("hif4", "if4"):  # both refuse NaN/Inf input
         for specials in ([np.nan], [np.inf], [-np.inf], [np.inf, -np.inf], [np.nan, np.inf]):
             yield functools.partial(check_special, env, t, _case(t, _special_tensor(rng, t, specials), rng))
 
 
 def strategy_special(env: Env, t: Target):
     tensors = [gen.zero_tensors(t.scheme)]
-    if t.scheme.structure != "hif4":
+    if t.scheme.structure not in ("hif4", "if4"):
         tensors.append(gen.nonfinite_tensors(t.scheme))
     return _cases(env, t, gen.OneOf(tuple(tensors)))
 
@@ -685,7 +694,7 @@ def check_stochastic(env: Env, t: Target, case: gen.Case) -> None:
     up = np.asarray(env.ref_quantize(x, t, rounding="rup").codes).astype(np.int64)
     dn = np.asarray(env.ref_quantize(x, t, rounding="rdn").codes).astype(np.int64)
     away = np.where(np.signbit(x), dn, up)
-    if sch.scale_rule != "4over6":
+    if _one_candidate(sch):
         v, v_rtz, v_away = _values(fmt, codes), _values(fmt, rtz), _values(fmt, away)
         finite = np.isfinite(x)
         bad = finite & ~((v == v_rtz) | (v == v_away))
@@ -746,8 +755,14 @@ def check_sr_statistics(env: Env, t: Target, rng, repeats: int = 256) -> None:
                      context={"sr_bits": t.sr_bits}, tensor=tensor_record(base))
 
 
+def _one_candidate(sch: Scheme) -> bool:
+    """False where a block chooses between candidates (4over6, IF4): rounding toward zero may choose
+    another candidate than SR, so SR's neighbours are not those of the rtz/rup/rdn results."""
+    return sch.scale_rule != "4over6" and sch.structure != "if4"
+
+
 def explicit_stochastic(env: Env, t: Target, rng):
-    if t.scheme.scale_rule != "4over6":
+    if _one_candidate(t.scheme):
         yield functools.partial(check_sr_statistics, env, t, rng)
     for kind in builders.kinds_for(t.scheme, ("random", "ties", "subnormal")):
         yield functools.partial(check_stochastic, env, t, _case(t, _tensor(rng, t, kind), rng, "uniform"))
@@ -901,6 +916,10 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     Property("ties_to_even", "scaled values on a midpoint (or one ulp beside) round as RNE does",
              "aiter#3992, QPyTorch#23, arch-com#905 (divide vs reciprocal)", "rounding", check_reference,
              explicit_ties, _general_strategy(gen.tie_tensors), applies_ties, roundings=("rne",)),
+    Property("selection", "blocks one float32 step from flipping their candidate choose as the reference does",
+             "flashinfer#3448, miles#1261 (an equal error in another float32 order)", "rounding", check_reference,
+             lambda env, t, rng: selection.explicit(env, t, rng, check_reference), selection.strategy,
+             selection.applies, roundings=("rne",)),
     Property("scale_rule", "scale codes follow the rule on a dense amax sweep; finite blocks get finite scales",
              "FlyDSL#590, mase#321, mlxcel#1769, Model-Optimizer#1633", "scheme", check_scale_rule,
              explicit_scale_rule, strategy_scale_rule),
@@ -909,6 +928,10 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     Property("stochastic", "one of the two neighbours, pure in (x, rbits), unbiased, never all-zero",
              "TransformerEngine#3281, brevitas#1294", "rounding", check_stochastic, explicit_stochastic,
              _general_strategy(gen.finite_tensors), roundings=("sr",)),
+    Property("sr_statistics", "SR by its statistics (no replay): scales, neighbours, never all zero, unbiased, fresh",
+             "TransformerEngine#3281 (all-zero SR on sm_120), biased or frozen hardware SR", "rounding",
+             sr_statistics.check, sr_statistics.explicit, sr_statistics.strategy, sr_statistics.applies,
+             roundings=("sr",)),
     Property("packing", "two codes per byte, first element in the low nibble", "pytorch/ao#2939", "backend",
              check_packing, explicit_packing, strategy_packing, _applies_packing),
     Property("scale_layout", "cuBLAS 128x4 blocked layout, padding zero", "vllm#45741, triton#917", "backend",

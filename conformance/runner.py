@@ -265,10 +265,17 @@ def _guarded(env: Env, result: PropertyResult, target: Target, body) -> None:
     result.seconds += time.perf_counter() - start
 
 
+#: The properties an ``sr`` row of a backend with ``sr_source="own"`` runs (they replay no random bits).
+OWN_SR_PROPERTIES = ("sr_statistics",)
+
+
 def new_row(env: Env, prop: Property, target: Target) -> PropertyResult:
     """The row's result before anything ran: PASS, or SKIP with the reason it does not apply."""
     result = PropertyResult(prop.name, target.spec, target.rounding, PASS)
     reason = prop.applies(target, env.caps) if target.scheme is not None or prop.scope == "backend" else None
+    if not reason and target.rounding == "sr" and env.caps.sr_source == "own" and prop.name not in OWN_SR_PROPERTIES:
+        reason = ("the backend's SR draws its own random numbers (sr_source='own'): rows that replay rbits cannot "
+                  "apply; sr_statistics checks it")
     if reason:
         result.status, result.reason = SKIP, reason
     return result

@@ -277,10 +277,14 @@ def block_scale_values(vec_max: np.ndarray, ts: TensorScale, scheme: Scheme, can
     max_elem = F32(scheme.max_elem)
     with np.errstate(all="ignore"):
         if scheme.policies["nv_scale_chain"] == "te":
-            if scheme.scale_rule == "4over6":
+            if np.isinf(ts.encode):  # an all-zero tensor under nv_zero_global_amax="zero"
+                s = np.zeros(vec_max.shape, np.float32)
+            elif scheme.scale_rule == "4over6":
                 s = (vec_max / max_elem) * ts.encode
                 if candidate != 1.0:
                     s = s * F32(candidate)
+            elif scheme.policies["nv_block_scale_op"] == "divide":
+                s = (vec_max / max_elem) * ts.encode
             else:
                 mult = ts.encode * (F32(1.0) / max_elem)
                 s = np.minimum(vec_max * mult, FLT_MAX)
@@ -302,7 +306,10 @@ def element_multipliers(scale_codes: np.ndarray, ts: TensorScale, scheme: Scheme
     s = _scale_values(scale_codes, scheme)
     with np.errstate(all="ignore"):
         if scheme.policies["nv_scale_chain"] == "te":
-            return np.minimum(F32(1.0) / (s * ts.decode), FLT_MAX)
+            r = np.minimum(F32(1.0) / (s * ts.decode), FLT_MAX)
+            if scheme.policies["nv_zero_scale_elements"] == "zero":
+                r = np.where(s == 0, F32(0.0), r).astype(np.float32)
+            return r
         return ts.encode / s
 
 
@@ -322,11 +329,19 @@ def element_codes(xb: np.ndarray, mult: np.ndarray, scheme: Scheme, rounding, rb
 
 
 def four_over_six_errors(xb, codes, scale_codes, ts: TensorScale, scheme: Scheme) -> np.ndarray:
-    """Per-row-block error, accumulated in fp32 in element order (see the scalar reference)."""
+    """Per-row-block error in fp32: the largest term (``abs_max``), or the terms added in element order
+    (``nv_4over6_error_sum="sequential"``) or in torch's CPU order (``"torch_cpu"``); see the scalar reference."""
     q = scheme.element.values.astype(np.float32)[codes]
     s = _scale_values(scale_codes, scheme)
     denom = F32(scheme.max_elem) * F32(scheme.scale_bound)
-    mse = (scheme.error_mode or "mae") == "mse"
+    mode = scheme.error_mode or "mae"
+    if mode == "abs_max" or scheme.policies["nv_4over6_error_sum"] == "torch_cpu":
+        from .if4 import block_errors
+
+        with np.errstate(all="ignore"):
+            dq = (((q * s[..., None]) * ts.amax) / denom).astype(np.float32)
+        return block_errors(xb, dq, mode)
+    mse = mode == "mse"
     err = np.zeros(scale_codes.shape, np.float32)
     with np.errstate(all="ignore"):
         for idx in range(xb.shape[-1]):

@@ -203,7 +203,7 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
         return encode_general(chunk, fmt, mode, r_chunk, sr_bits, *policies)
 
     if encode_table.applies(fmt, mode, overflow, x.dtype, x.size):
-        tables = encode_table.tables(fmt, mode, *policies)
+        tables = encode_table.tables(fmt, mode, *policies, general=encode_general)
         if tables is not None:
             return encode_table.encode_by_table(x, tables, general)
     # an overflow anywhere raises before a NaN anywhere (as in one pass), so then no chunks

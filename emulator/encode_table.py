@@ -76,10 +76,13 @@ def applies(fmt: Format, mode: str, overflow: str, dtype: np.dtype, size: int) -
 
 
 @lru_cache(maxsize=32)
-def tables(fmt: Format, mode: str, overflow: str, nan_policy: str, neg_zero: str, underflow: str) -> Tables | None:
+def tables(fmt: Format, mode: str, overflow: str, nan_policy: str, neg_zero: str, underflow: str, *,
+           general) -> Tables | None:
     """The tables of one configuration (steps 3-5 of the module docstring), or None when
-    the premise of step 2 fails. ``nan_policy`` is the resolved policy (never ``"auto"``)."""
-    from .encode import encode_general
+    the premise of step 2 fails. ``nan_policy`` is the resolved policy (never ``"auto"``);
+    ``general`` is the general encoder that fills them
+    (:func:`fp4spec.emulator.encode.encode_general`, passed in: it imports this module)."""
+    encode_general = general
 
     raises = nan_policy == "error"
     stand_in = "max" if raises else nan_policy

@@ -296,11 +296,14 @@ def _catalogue() -> dict[str, AccumulatorModel]:
         AccumulatorModel(
             "sm100-mxf4nvf4", "fdpa", "group", k_step=64, group_size=16, frac_bits=35,
             final_rounding="rz", e_zero=-139, nan_bits=NAN_NVIDIA,
-            elements=("e2m1",), scale_blocks=(("e8m0", 32), ("e8m0", 16), ("ue4m3", 16)),
+            elements=("e2m1", "e0m3"), scale_blocks=(("e8m0", 32), ("e8m0", 16), ("ue4m3", 16)),
             source=f"{_MMASIM}: nv_fused_dot_add_with_block_scale / GST_FDPA(G=16, F=35, RZ-FP32, "
-                   "L_max=64) [confirmed in source]; e_zero=-139 [secondary source]",
+                   "L_max=64) [confirmed in source]; e_zero=-139 [secondary source]; E0M3 operands "
+                   "(A and B independently; flashinfer-ai/flashinfer#3934, FlashRT #146) [secondary source]",
             notes="Blackwell tcgen05.mma / mma kind::mxf4 and kind::mxf4nvf4. An infinite "
-                  "accumulator stays infinite (fp4spec assumption; MMA-Sim does not define it)."),
+                  "accumulator stays infinite (fp4spec assumption; MMA-Sim does not define it). "
+                  "E0M3 (sign-magnitude INT4, +-7) operands go through the same fused sums as E2M1 "
+                  "ones, exactly: unmeasured, reported by black-box tests, not by NVIDIA."),
         AccumulatorModel(
             "sm100-mxf8f6f4", "fdpa", "product", k_step=32, group_size=1, frac_bits=25,
             final_rounding="rz", e_zero=-133, nan_bits=NAN_NVIDIA,

@@ -14,6 +14,9 @@ Three structures:
   16 x 16 tiles over the last two dimensions (``block_shape=(16, 16)``).
 * ``"hif4"`` -- HiFloat4: 64 elements, E6M2 scale plus 8 + 16 micro-exponent bits
   (implemented in :mod:`fp4spec.hif4`).
+* ``"if4"`` -- IF4 (fouroversix): the NVFP4 structure, but each block of 16 is E2M1 or an
+  INT4 grid stretched by 6/7, whichever the scale rule (``mse``, ``mae``, ``abs_max``)
+  prefers; the E4M3 scale's sign bit flags INT4 (implemented in :mod:`fp4spec.if4`).
 
 Catalogue (:data:`schemes`):
 
@@ -27,8 +30,17 @@ nvfp4                   e2m1      16      ue4m3    amax    te   (+ fp32 tensor s
 nvfp4_2d                e2m1      16x16   ue4m3    amax    te   (+ fp32 tensor scale)
 ufp4                    e1m2      16 [*]  ue4m3[*] amax    te   (+ fp32 tensor scale)
 nvint4                  int4_sym  16      ue4m3    amax    te   (+ fp32 tensor scale)
+nvint4_e0m3             e0m3      16      ue4m3    amax    te   (+ fp32 tensor scale) [e]
 hif4                    s1p2      64      e6m2     hif4    hif4
+if4                     e2m1|int4 16      e4m3[s]  mse     fouroversix (+ fp32 tensor scale)
 ======================  ========  ======  =======  ======  =========================
+
+[s] the E4M3 byte's sign bit is IF4's INT4 flag; its low 7 bits are the UE4M3 scale.
+
+[e] NV-INT4 with sign-magnitude codes (E0M3: 0x8 is -0, 0x9..0xF are -1..-7), the operand
+format Blackwell's ``tcgen05.mma.kind::mxf4nvf4`` reportedly accepts (flashinfer-ai/flashinfer
+#3934, FlashRT #146) [secondary source, unmeasured]; ``nvint4`` has the two's complement codes
+of fouroversix's ``nvint4``. Values and scales are the same.
 
 [*] UFP4 (arXiv 2606.20381): the paper's abstract, the only part read, does not publish the
 block size, the scale format or the scale rule. fp4spec's ``ufp4`` is an assumption: the
@@ -48,17 +60,18 @@ from typing import Mapping
 from .number_formats import FloatFormat, Format, get_format
 from .profiles import get_profile
 
-STRUCTURES = ("mx", "two_level", "hif4")
+STRUCTURES = ("mx", "two_level", "hif4", "if4")
 
 #: Scale rules allowed per structure.
 SCALE_RULES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "mx": ("floor", "ceil", "rceil", "even"),
     "two_level": ("amax", "4over6"),
     "hif4": ("hif4",),
+    "if4": ("mse", "mae", "abs_max"),
 })
 
-#: Error measures of the 4over6 rule.
-ERROR_MODES = ("mae", "mse")
+#: Error measures of the 4over6 rule (``abs_max``: fouroversix's, the largest |error|).
+ERROR_MODES = ("mae", "mse", "abs_max")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +80,8 @@ class Scheme:
 
     Fields:
         name: catalogue name (kept when fields are overridden).
-        structure: ``"mx"``, ``"two_level"`` or ``"hif4"`` (see the module docstring).
-        element: element format descriptor.
+        structure: ``"mx"``, ``"two_level"``, ``"hif4"`` or ``"if4"`` (see the module docstring).
+        element: element format descriptor (IF4: E2M1, the format of its FP blocks).
         block_shape: ``(k,)`` -- blocks of k consecutive elements along the quantized axis;
             or ``(r, k)`` -- r x k tiles over the last two dimensions (one amax per tile; the
             scale tensor still has one entry per 1 x k row block, each row of a tile holding
@@ -82,7 +95,7 @@ class Scheme:
         scale_max: two-level only: the scale bound ``Emax`` in the tensor scale
             ``S_enc = Emax * element_max / amax``; None means the scale format's max (448).
             TransformerEngine's 4over6 option uses 256.
-        error_mode: 4over6 only: ``"mae"`` (default) or ``"mse"``.
+        error_mode: 4over6 only: ``"mae"`` (default), ``"mse"`` or ``"abs_max"``.
     """
 
     name: str
@@ -174,7 +187,7 @@ class Scheme:
     def _no_two_level_fields(self):
         for field in ("element_max", "scale_max", "error_mode"):
             if getattr(self, field) is not None:
-                raise ValueError(f"{field}: only two-level schemes (nvfp4, nvfp4_2d, ufp4, nvint4) have it")
+                raise ValueError(f"{field}: only two-level schemes (nvfp4, nvfp4_2d, ufp4, nvint4, nvint4_e0m3) have it")
         if self.global_scale is not None:
             raise ValueError(f"global_scale: a {self.structure!r} scheme has no tensor scale")
 
@@ -202,14 +215,17 @@ class Scheme:
             raise ValueError(f"block_shape: {self.block_shape!r}")
         if self.scale_rule == "4over6":
             if get_profile(self.profile).policies.get("nv_4over6") != "yes":
-                raise ValueError(f"scale_rule: '4over6' is a TransformerEngine option; profile {self.profile!r} "
-                                 f"does not have it (use profile='te')")
+                raise ValueError(f"scale_rule: '4over6' is an option of TransformerEngine and fouroversix; profile "
+                                 f"{self.profile!r} does not have it (use profile='te' or 'fouroversix')")
             if self.element.name != "e2m1" or self.scale.name != "ue4m3" or self.element_max not in (None, 6.0):
                 raise ValueError("scale_rule: '4over6' is defined for E2M1 elements with UE4M3 scales only")
             if self.block_size != 16 or self.tile_rows not in (1, 16):
                 raise ValueError("block_shape: '4over6' is defined for 1x16 blocks and 16x16 tiles only")
             if self.error_mode not in (None, *ERROR_MODES):
                 raise ValueError(f"error_mode: {self.error_mode!r} is not one of {', '.join(map(repr, ERROR_MODES))}")
+            if self.is_2d and get_profile(self.profile).policies.get("nv_4over6_error_sum") == "torch_cpu":
+                raise ValueError(f"block_shape: profile {self.profile!r} sums 4over6 errors as torch.sum does over a "
+                                 f"row of 16; its 16 x 16 tiles (a sum over 256) are not modelled")
         elif self.error_mode is not None:
             raise ValueError("error_mode: only used with scale_rule='4over6'")
 
@@ -221,6 +237,20 @@ class Scheme:
         if self.block_shape != (64,):
             raise ValueError("block_shape: HiF4 groups are 64 elements (8 x 2 x 4); it cannot be changed")
         self._no_two_level_fields()
+
+    def _check_if4(self):
+        fixed = {"element": "e2m1", "scale": "e4m3"}
+        for field, want in fixed.items():
+            if getattr(self, field).name != want:
+                raise ValueError(f"{field}: IF4 is defined with {want!r} only (its INT4 blocks are flagged by the "
+                                 f"E4M3 scale's sign bit)")
+        if self.block_shape != (16,):
+            raise ValueError(f"block_shape: IF4 blocks are 1 x 16 elements; {self.block_shape!r} is not modelled")
+        if self.global_scale != "fp32":
+            raise ValueError(f"global_scale: IF4 has a float32 tensor scale ('fp32'), not {self.global_scale!r}")
+        for field in ("element_max", "scale_max", "error_mode"):
+            if getattr(self, field) is not None:
+                raise ValueError(f"{field}: IF4 fixes it (E2M1 max 6, E4M3 bound 448, the error is the scale rule)")
 
 
 def _all_profiles():
@@ -248,7 +278,9 @@ def _catalogue() -> dict[str, Scheme]:
         _two_level("nvfp4_2d", "e2m1", (16, 16)),
         _two_level("ufp4", "e1m2"),
         _two_level("nvint4", "int4_sym"),
+        _two_level("nvint4_e0m3", "e0m3"),
         Scheme("hif4", "hif4", get_format("s1p2"), (64,), get_format("e6m2"), "hif4", None, "hif4"),
+        Scheme("if4", "if4", get_format("e2m1"), (16,), get_format("e4m3"), "mse", "fp32", "fouroversix"),
     ]
     return {s.name: s for s in items}
 
@@ -260,7 +292,26 @@ schemes: Mapping[str, Scheme] = MappingProxyType(_SCHEMES)
 
 #: Keyword overrides accepted by :func:`get_scheme`.
 OVERRIDES = ("block_size", "block_shape", "element", "scale", "scale_rule", "profile",
-             "element_max", "scale_max", "error_mode")
+             "element_max", "scale_max", "error_mode", "sr_headroom")
+
+#: Named headrooms for unbiased stochastic rounding (:func:`sr_headroom_max`).
+SR_HEADROOMS = ("16/17",)
+
+
+def sr_headroom_max(element: Format, headroom: str) -> float:
+    """``element_max`` of the named SR headroom: ``"16/17"`` -> fp32(max * 16/17) (RNE of the exact value).
+
+    With the block amax mapped to 16/17 of the grid's top, an E4M3 block scale rounded down by
+    its largest relative step, 1 + 2^-4 = 17/16, still scales no element past the top: stochastic
+    rounding never clips, so its only bias is the 2^-N resolution of its probabilities (normal
+    E4M3 scales; a subnormal scale can round down further). Quartet II (arXiv 2601.22813);
+    fouroversix's ``RoundStyle.stochastic_unbiased`` (fp32(6 * 16/17) = fp32(96/17)).
+    """
+    from fractions import Fraction
+
+    if headroom not in SR_HEADROOMS:
+        raise ValueError(f"sr_headroom: {headroom!r} is not one of {', '.join(map(repr, SR_HEADROOMS))}")
+    return float(np.float32(float(Fraction(element.max) * Fraction(16, 17))))
 
 
 # -- scheme specs: 'name[:field=value,...]' (the grammar: fp4spec.scheme_specs) ------------------------
@@ -318,9 +369,11 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
         block_shape: ``(k,)`` or ``(r, k)``.
         element, scale: format names or descriptors.
         scale_rule: MX: ``"floor"``, ``"ceil"``, ``"rceil"``, ``"even"``; two-level:
-            ``"amax"`` or ``"4over6"``.
+            ``"amax"`` or ``"4over6"``; IF4: ``"mse"``, ``"mae"`` or ``"abs_max"``.
         profile: ``"ocp"`` or ``"torchao"`` (MX); ``"te"`` or ``"torchao"`` (two-level).
         element_max, scale_max, error_mode: two-level fields, see :class:`Scheme`.
+        sr_headroom: two-level: ``"16/17"`` sets element_max = fp32(max * 16/17), the headroom
+            that keeps stochastic rounding unbiased (:func:`sr_headroom_max`).
 
     Examples::
 
@@ -328,6 +381,7 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
         get_scheme("nvfp4", profile="torchao")
         get_scheme("nvfp4", scale_rule="4over6", scale_max=256, error_mode="mse")
         get_scheme("ufp4", block_size=32, element_max=3.5)
+        get_scheme("nvfp4", sr_headroom="16/17")   # then quantize(..., rounding="sr")
     """
     if isinstance(name, str) and ":" in name:
         name, in_spec = parse_scheme_spec(name)
@@ -348,6 +402,14 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
     if unknown:
         raise ValueError(f"{unknown[0]}: not a scheme field; overridable fields: {', '.join(OVERRIDES)}")
     changes = dict(overrides)
+    if "sr_headroom" in changes:
+        headroom = changes.pop("sr_headroom")
+        if changes.get("element_max") is not None:
+            raise ValueError("sr_headroom, element_max: pass one of them (sr_headroom sets element_max)")
+        element = get_format(changes.get("element", base.element))
+        if changes.get("structure", base.structure) != "two_level":
+            raise ValueError(f"sr_headroom: only two-level schemes have an element_max to lower, not {base.name!r}")
+        changes["element_max"] = sr_headroom_max(element, headroom)
     if "block_size" in changes:
         k = changes.pop("block_size")
         if "block_shape" in changes:
@@ -369,4 +431,5 @@ def get_scheme(name: "str | Scheme", **overrides) -> Scheme:
     return dataclasses.replace(base, **changes)
 
 
-__all__ = ["ERROR_MODES", "OVERRIDES", "SCALE_RULES", "STRUCTURES", "Scheme", "get_scheme", "parse_scheme_spec", "schemes"]
+__all__ = ["ERROR_MODES", "OVERRIDES", "SCALE_RULES", "SR_HEADROOMS", "STRUCTURES", "Scheme", "get_scheme",
+           "parse_scheme_spec", "schemes", "sr_headroom_max"]

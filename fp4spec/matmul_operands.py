@@ -42,10 +42,16 @@ def _element_ok(model: AccumulatorModel, q, arg: str):
     if sch.structure == "hif4":
         raise ValueError(f"{arg}: the 'hif4' scheme has no published dot-product datapath (its "
                          f"accumulation is unknown); matmul supports MX and two-level schemes")
+    if sch.structure == "if4":
+        raise ValueError(f"{arg}: the 'if4' scheme has no accumulator model yet (its INT4 blocks carry 6/7 and a "
+                         f"flag in the scale byte); matmul supports MX and two-level schemes")
     fmt = sch.element
     if model.elements is not None and fmt.name not in model.elements:
+        hint = ""
+        if fmt.name in ("int4", "int4_sym") and "e0m3" in model.elements:
+            hint = " (NV-INT4 as this datapath takes it has sign-magnitude codes: scheme 'nvint4_e0m3')"
         raise ValueError(f"{arg}: element format {fmt.name!r} ({sch.name}) is not taken by accumulator "
-                         f"{model.name!r}; allowed: {', '.join(map(repr, model.elements))}")
+                         f"{model.name!r}; allowed: {', '.join(map(repr, model.elements))}{hint}")
     if not _scannable(q):
         return  # device tensors are not read here (a transfer would stall the device)
     bad = set(fmt.nan_codes) | set(fmt.inf_codes)

@@ -6,7 +6,8 @@ Three kinds of format, one frozen dataclass each:
   E5M2, E2M3, E3M2, the unsigned scales UE4M3, E8M0 and E6M2, and IEEE P3109 draft formats).
 * :class:`IntFormat` -- two's complement integers (``int4`` -8..7, ``int4_sym`` -7..7).
 * :class:`UniformFormat` -- sign-magnitude uniform grids ``sign x {0, step, ..., (2^(bits-1)-1) step}``
-  (the HiFloat4 element ``s1p2``).
+  (the HiFloat4 element ``s1p2``; ``e0m3``, the sign-magnitude INT4 operand Blackwell's
+  ``kind::mxf4nvf4`` MMA reportedly accepts).
 
 Every descriptor derives its whole code table (:attr:`values`), its extremes and its
 special codes from its fields; nothing is tabulated by hand. Code assignment: the sign (if
@@ -398,6 +399,9 @@ def _catalogue() -> dict[str, Format]:
         IntFormat("int4", 4),
         IntFormat("int4_sym", 4, symmetric=True),
         UniformFormat("s1p2", 4, step=0.25),
+        # sign + 3-bit integer magnitude, +-{0, ..., 7}: the undocumented E0M3 operand of Blackwell's
+        # tcgen05.mma kind::mxf4nvf4 (flashinfer-ai/flashinfer#3934) [secondary source]
+        UniformFormat("e0m3", 4, step=1.0),
         # 6- and 8-bit elements (MXFP6, MXFP8)
         FloatFormat("e2m3", 2, 3, bias=1),
         FloatFormat("e3m2", 3, 2, bias=3),

@@ -221,9 +221,11 @@ def two_level_tensor_scale(global_amax, scheme: Scheme) -> TensorScale:
 
     ``nv_scale_chain="te"`` (Emax = ``scheme.scale_bound``, max = ``scheme.max_elem``):
 
-    1. If global_amax is 0, NaN or +-Inf: S_enc = 1.
-    2. Otherwise S_enc = fp32(fp32(Emax * max) / global_amax); S_enc = min(S_enc, FLT_MAX).
-    3. S_dec = fp32(1 / S_enc).
+    1. If global_amax is 0 under ``nv_zero_global_amax="zero"`` (fouroversix): S_enc = +Inf,
+       S_dec = 0 (fp32(1 / (Emax * max / 0))); every block scale is then 0.
+    2. Else if global_amax is 0, NaN or +-Inf: S_enc = 1.
+    3. Otherwise S_enc = fp32(fp32(Emax * max) / global_amax); S_enc = min(S_enc, FLT_MAX).
+    4. S_dec = fp32(1 / S_enc).
 
     ``nv_scale_chain="torchao"``:
 
@@ -233,6 +235,8 @@ def two_level_tensor_scale(global_amax, scheme: Scheme) -> TensorScale:
     amax = F32(global_amax)
     emax, max_elem = F32(scheme.scale_bound), F32(scheme.max_elem)
     if scheme.policies["nv_scale_chain"] == "te":
+        if amax == 0 and scheme.policies["nv_zero_global_amax"] == "zero":
+            return TensorScale(amax, F32(np.inf), F32(0.0))
         if amax == 0 or not math.isfinite(amax):
             s_enc = F32(1.0)
         else:
@@ -257,7 +261,10 @@ def two_level_block_scale(vec_max, ts: TensorScale, scheme: Scheme, candidate: f
 
     ``nv_scale_chain="te"``, scale rule ``amax``:
 
-    1. mult = fp32(S_enc * fp32(1/max)) (per tensor: the reciprocal folded in once).
+    0. S_enc = +Inf (an all-zero tensor under ``nv_zero_global_amax="zero"``): s = 0.
+    1. ``nv_block_scale_op="mul_reciprocal"`` (TE): mult = fp32(S_enc * fp32(1/max)) (per
+       tensor: the reciprocal folded in once); ``"divide"`` (fouroversix): step 2 is s =
+       fp32(fp32(vec_max / max) * S_enc).
     2. s = fp32(vec_max * mult); s = min(s, FLT_MAX).
     3. Under ``nv_block_scale_floor="e4m3_min_normal"``: s = max(s, floor), floor = the scale
        format's smallest normal (2^-6 for UE4M3; NaN stays NaN; TE's profile sets "none").
@@ -281,9 +288,13 @@ def two_level_block_scale(vec_max, ts: TensorScale, scheme: Scheme, candidate: f
     max_elem = F32(scheme.max_elem)
     scale_top = F32(scheme.scale.max)
     if scheme.policies["nv_scale_chain"] == "te":
-        if scheme.scale_rule == "4over6":
+        if math.isinf(ts.encode):
+            s = F32(0.0)
+        elif scheme.scale_rule == "4over6":
             base = _f32_op(lambda: _f32_op(lambda: vec_max / max_elem) * ts.encode)
             s = base if candidate == 1.0 else _f32_op(lambda: base * F32(candidate))
+        elif scheme.policies["nv_block_scale_op"] == "divide":
+            s = _f32_op(lambda: _f32_op(lambda: vec_max / max_elem) * ts.encode)
         else:
             rcp = _f32_op(lambda: F32(1.0) / max_elem)
             mult = _f32_op(lambda: ts.encode * rcp)
@@ -304,11 +315,14 @@ def two_level_element_multiplier(scale_code: int, ts: TensorScale, scheme: Schem
     """The float32 multiplier applied to every element of a block.
 
     ``te``: S_enc_b = min(fp32(1 / fp32(s * S_dec)), FLT_MAX), s = the decoded block scale
-    (a zero scale gives 1/0 = +Inf -> FLT_MAX; a NaN scale gives NaN).
+    (a zero scale gives 1/0 = +Inf -> FLT_MAX, or 0 under ``nv_zero_scale_elements="zero"``;
+    a NaN scale gives NaN).
     ``torchao``: r = fp32(fp32(1/pts) / s).
     """
     s = F32(scheme.scale.values[scale_code])
     if scheme.policies["nv_scale_chain"] == "te":
+        if s == 0 and scheme.policies["nv_zero_scale_elements"] == "zero":
+            return F32(0.0)
         denom = _f32_op(lambda: s * ts.decode)
         return _min_flt_max(_f32_op(lambda: F32(1.0) / denom))
     return _f32_op(lambda: ts.encode / s)
@@ -341,22 +355,43 @@ def _rows_codes(rows, multiplier, scheme, rounding, rbits_rows, sr_bits):
     return out
 
 
+def torch_cpu_row_sum(terms: Sequence) -> np.float32:
+    """The float32 sum of a row of 16 in the order of ``torch.sum`` over a contiguous row on the
+    CPU (eight lanes): p_j = fp32(t_j + t_(j+8)) for j = 0..7, then
+    e = fp32(...fp32(fp32(0 + p_0) + p_1) ... + p_7). fouroversix's block errors add so."""
+    t = [F32(v) for v in terms]
+    half = len(t) // 2
+    acc = F32(0.0)
+    for j in range(half):
+        p = _f32_op(lambda: t[j] + t[j + half])
+        acc = _f32_op(lambda: acc + p)
+    return acc
+
+
 def four_over_six_row_error(row, codes, scale_code, ts: TensorScale, scheme: Scheme) -> np.float32:
-    """TE 4over6 error of one 16-element row, accumulated in fp32 in element order.
+    """The 4over6 error of one 16-element row, in float32.
 
     For idx = 0 .. 15: val = fp32(fp32(fp32(q * s) * global_amax) / fp32(6 * Emax));
-    diff = fp32(val - x); err = fp32(err + |diff|) (MAE) or fp32(err + fp32(diff * diff))
-    (MSE), starting from err = 0.
+    diff = fp32(val - x); term = |diff| (``mae``, ``abs_max``) or fp32(diff * diff) (``mse``).
+    ``abs_max``: the largest term. ``mae``, ``mse``: under ``nv_4over6_error_sum="sequential"``
+    (TE) err = fp32(err + term) in element order from 0; under ``"torch_cpu"`` (fouroversix)
+    the terms are added as :func:`torch_cpu_row_sum` does.
     """
     s = F32(scheme.scale.values[scale_code])
     denom = _f32_op(lambda: F32(scheme.max_elem) * F32(scheme.scale_bound))
-    err = F32(0.0)
-    mse = (scheme.error_mode or "mae") == "mse"
+    mode = scheme.error_mode or "mae"
+    terms = []
     for x, q in zip(row, codes):
         qv = F32(scheme.element.values[q])
         val = _f32_op(lambda: _f32_op(lambda: _f32_op(lambda: qv * s) * ts.amax) / denom)
         diff = _f32_op(lambda: val - F32(x))
-        term = _f32_op(lambda: diff * diff) if mse else abs(diff)
+        terms.append(_f32_op(lambda: diff * diff) if mode == "mse" else abs(diff))
+    if mode == "abs_max":
+        return max(terms)
+    if scheme.policies["nv_4over6_error_sum"] == "torch_cpu":
+        return torch_cpu_row_sum(terms)
+    err = F32(0.0)
+    for term in terms:
         err = _f32_op(lambda: err + term)
     return err
 
@@ -572,11 +607,13 @@ def quantize_reference(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbi
     MX: :func:`quantize_block_mx` per block. Two-level: the tensor scale from the amax of all
     of x (:func:`two_level_tensor_scale`), then :func:`quantize_tile_two_level` per block
     (1D) or per r x k tile (2D). Returns a :class:`fp4spec.quantized.QuantizedTensor`.
+    (HiF4 and IF4 have their own: :mod:`fp4spec.hif4`, :func:`fp4spec.if4.quantize_reference`.)
     """
     from .quantized import QuantizedTensor
 
-    if scheme.structure == "hif4":
-        raise NotImplementedError("quantize_reference: HiF4 has its own reference in fp4spec.hif4")
+    if scheme.structure in ("hif4", "if4"):
+        raise NotImplementedError(f"quantize_reference: {scheme.structure.upper()} has its own reference in "
+                                  f"fp4spec.{scheme.structure}")
     prep = prepare_input(x, scheme, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, pad=pad)
     xp, rp = prep.x, prep.rbits
     k = scheme.block_size
@@ -616,8 +653,9 @@ def dequantize_reference(q) -> np.ndarray:
     """The slow reference dequantizer: :func:`dequantize_mx_scalar` or
     :func:`dequantize_two_level_scalar` element by element; float32 in x's shape."""
     scheme = q.scheme
-    if scheme.structure == "hif4":
-        raise NotImplementedError("dequantize_reference: HiF4 has its own reference in fp4spec.hif4")
+    if scheme.structure in ("hif4", "if4"):
+        raise NotImplementedError(f"dequantize_reference: {scheme.structure.upper()} has its own reference in "
+                                  f"fp4spec.{scheme.structure}")
     codes = np.moveaxis(q.codes, q.axis, -1)
     scales = np.moveaxis(q.scales, q.axis, -1)
     k = scheme.block_size

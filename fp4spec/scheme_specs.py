@@ -58,7 +58,7 @@ def scheme_spec(scheme: "str | Scheme") -> str:
         elif field in ("element", "scale"):
             text = value.name
         elif isinstance(value, float):
-            text = f"{value:g}"
+            text = f"{value:g}" if float(f"{value:g}") == value else repr(value)  # reads back as the same float
         else:
             text = str(value)
         parts.append(f"{field}={text}")

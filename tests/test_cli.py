@@ -8,7 +8,7 @@ from fp4spec.cli import main
 def test_formats_lists_every_format(capsys):
     assert main(["formats"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 13 and out[0].startswith("e2m1") and "max=6" in out[0]
+    assert len(out) == 14 and out[0].startswith("e2m1") and "max=6" in out[0]
 
 
 def test_table_markdown_has_every_code(capsys):

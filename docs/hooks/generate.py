@@ -27,7 +27,10 @@ tables = importlib.reload(tables)  # `mkdocs serve` re-runs this file; pick up e
 import generated  # noqa: E402
 
 generated = importlib.reload(generated)
-PLACEHOLDERS = {**tables.PLACEHOLDERS, **generated.PLACEHOLDERS}
+import if4_tables  # noqa: E402
+
+if4_tables = importlib.reload(if4_tables)
+PLACEHOLDERS = {**tables.PLACEHOLDERS, **generated.PLACEHOLDERS, **if4_tables.PLACEHOLDERS}
 
 TOKEN = re.compile(
     r"(?P<code>^[ \t]*(?P<fence>`{3,}|~{3,})[^\n]*\n.*?^[ \t]*(?P=fence)[ \t]*$|`[^`\n]+`)"

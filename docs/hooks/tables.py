@@ -24,6 +24,7 @@ FORMAT_PAGES = {
     "int4": "int4.md",
     "int4_sym": "int4.md",
     "s1p2": "s1p2.md",
+    "e0m3": "int4.md",
     "e2m3": "fp6.md",
     "e3m2": "fp6.md",
     "e4m3": "e4m3.md",
@@ -493,7 +494,9 @@ SCHEME_PAGES = {
     "nvfp4_2d": "nvfp4.md",
     "ufp4": "ufp4.md",
     "nvint4": "ufp4.md",
+    "nvint4_e0m3": "ufp4.md",
     "hif4": "hif4.md",
+    "if4": "if4.md",
 }
 
 
@@ -574,8 +577,12 @@ def scheme_summary(link_base: str | None = "", format_base: str | None = "../for
         meta = _metadata_bits(s)
         per_elem = Fraction(s.element.bits) + Fraction(meta, s.block_size)
         scale = fmt_link(s.scale)
+        element = fmt_link(s.element)
         if s.structure == "hif4":
             scale += f" + {meta - 8} bits"
+        if s.structure == "if4":
+            scale += " (bit 7: INT4 flag)"
+            element += f" or {fmt_link(fp4spec.get_format('int4_sym'))} × 6/7"
         if s.global_scale == "fp32":
             scale += " + FP32 tensor scale"
         elif s.global_scale is not None:
@@ -583,7 +590,7 @@ def scheme_summary(link_base: str | None = "", format_base: str | None = "../for
         block = " × ".join(map(str, s.block_shape))
         if s.is_2d:
             block += " tile"
-        rows.append([label, fmt_link(s.element), block, scale, f"`{s.scale_rule}`", f"`{s.profile}`",
+        rows.append([label, element, block, scale, f"`{s.scale_rule}`", f"`{s.profile}`",
                      _decimal(per_elem)])
     return _table(header, rows, ["---", "---", "--:", "---", "---", "---", "--:"])
 

@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 #: The schemes the analysis compares by default, in report order.
-SCHEMES = ("nvfp4", "mxfp4", "ufp4", "nvint4", "hif4")
+SCHEMES = ("nvfp4", "mxfp4", "ufp4", "nvint4", "nvint4_e0m3", "hif4", "if4")
 
 
 class QuantizeUnavailable(ImportError):

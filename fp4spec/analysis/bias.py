@@ -132,9 +132,11 @@ def grid_point_bias(x, xq, g) -> dict:
 
 
 def _grid_values(qt, shape):
-    """Decoded element codes of a QuantizedTensor (``qt.codes`` with ``qt.scheme.element``), or None."""
+    """Decoded element codes of a QuantizedTensor (``qt.codes`` with ``qt.scheme.element``; IF4:
+    each block by its flag, INT4 values times 6/7), or None."""
     codes = getattr(qt, "codes", None)
-    elem = getattr(getattr(qt, "scheme", None), "element", None)
+    sch = getattr(qt, "scheme", None)
+    elem = getattr(sch, "element", None)
     if codes is None or elem is None:
         return None
     from fp4spec.api.elements import decode
@@ -142,7 +144,22 @@ def _grid_values(qt, shape):
     codes = np.asarray(codes)
     if codes.shape != tuple(shape):
         return None
+    if sch.structure == "if4":
+        return _if4_grid_values(qt)
     return decode(codes, elem)
+
+
+def _if4_grid_values(qt) -> np.ndarray:
+    from fp4spec.emulator.if4 import element_values
+
+    m = qt.moved()
+    c = np.asarray(m["codes"])
+    k = qt.scheme.block_size
+    blocks = c.reshape(c.shape[:-1] + (c.shape[-1] // k, k))
+    flag = (np.asarray(m["scales"]).astype(np.int64) & 0x80) != 0
+    v = element_values(blocks, m["scales"]).astype(np.float64)
+    v = np.where(flag[..., None], v * (6.0 / 7.0), v).reshape(c.shape)
+    return np.moveaxis(v, -1, qt.axis)
 
 
 def scheme_bias(x, scheme, *, rounding: str = "rne") -> dict:

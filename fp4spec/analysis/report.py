@@ -34,7 +34,7 @@ from .distributions import DISTRIBUTIONS, sample
 from .sqnr import compare, rht_label
 
 #: Formats whose exact shrinkage bias the report tabulates (uniform grids equal up to 2^k).
-BIAS_FORMATS = ("e2m1", "e1m2", "int4_sym", "s1p2")
+BIAS_FORMATS = ("e2m1", "e1m2", "int4_sym", "e0m3", "s1p2")
 
 #: The seed experiment's figures for the paradox (Student-t(3), RHT16), in dB.
 SEED_PARADOX = {("nvfp4", None): 21.90, ("ufp4", None): 19.94, ("nvfp4", 16): 20.00, ("ufp4", 16): 23.19}

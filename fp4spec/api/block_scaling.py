@@ -34,7 +34,7 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
         x: float16, bfloat16 (ml_dtypes), float32 or float64 array (at least 1-d), or a
             torch tensor of one of those dtypes on any device.
         scheme: a scheme name (``fp4spec.schemes``: mxfp4, mxfp6_e2m3, mxfp6_e3m2,
-            mxfp8_e4m3, mxfp8_e5m2, nvfp4, nvfp4_2d, ufp4, nvint4, hif4) or a
+            mxfp8_e4m3, mxfp8_e5m2, nvfp4, nvfp4_2d, ufp4, nvint4, nvint4_e0m3, hif4, if4) or a
             :class:`~fp4spec.block_schemes.Scheme`.
         axis: the axis the blocks run along (default: the last). 2D tiles cover this axis
             and the one before it (after moving ``axis`` last).
@@ -87,7 +87,8 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
     4. MX schemes: per block of k, :func:`fp4spec.scaling.quantize_block_mx`.
        Two-level schemes: the tensor scale from the amax of all of x
        (:func:`fp4spec.scaling.two_level_tensor_scale`), then per block or tile
-       :func:`fp4spec.scaling.quantize_tile_two_level`. HiF4: ``hif4_quantize``.
+       :func:`fp4spec.scaling.quantize_tile_two_level`. HiF4: ``hif4_quantize``. IF4:
+       :func:`fp4spec.if4.quantize_reference`'s steps (:mod:`fp4spec.emulator.if4`).
     5. Move the blocked axis back to ``axis``; record the RHT.
 
     The backend only changes where these steps run, not their result: the torch and triton

@@ -3,7 +3,7 @@
 A *profile* names one implementation (OCP MX v1.0, TransformerEngine, torchao, ml_dtypes,
 the HiFloat4 golden model) and records, for each *policy* it has an opinion on, which choice
 it makes. The profile modules (:mod:`.ocp_mx`, :mod:`.transformer_engine`, :mod:`.torchao`,
-:mod:`.ml_dtypes`, :mod:`.hif4`) hold only that data; the block-scaling algorithms
+:mod:`.ml_dtypes`, :mod:`.hif4`, :mod:`.fouroversix`) hold only that data; the block-scaling algorithms
 (:mod:`fp4spec.scaling`, :mod:`fp4spec.emulator.blockscale`) read the policies of the
 scheme's profile and contain every branch. A policy a profile does not set is shown as
 ``-`` (the vendor has no such operation).
@@ -22,9 +22,10 @@ from __future__ import annotations
 from .policy import ALGORITHM_POLICIES, POLICIES, Profile
 
 def _load() -> dict[str, Profile]:
-    from . import hif4, ml_dtypes, ocp_mx, torchao, transformer_engine
+    from . import fouroversix, hif4, ml_dtypes, ocp_mx, torchao, transformer_engine
 
-    profiles = [ocp_mx.PROFILE, transformer_engine.PROFILE, torchao.PROFILE, ml_dtypes.PROFILE, hif4.PROFILE]
+    profiles = [ocp_mx.PROFILE, transformer_engine.PROFILE, torchao.PROFILE, ml_dtypes.PROFILE, hif4.PROFILE,
+                fouroversix.PROFILE]
     return {p.name: p for p in profiles}
 
 
@@ -39,7 +40,7 @@ def _profiles() -> dict[str, Profile]:
 
 
 def list_profiles() -> list[Profile]:
-    """Every profile, in a fixed order (OCP MX, TransformerEngine, torchao, ml_dtypes, HiF4)."""
+    """Every profile, in a fixed order (OCP MX, TransformerEngine, torchao, ml_dtypes, HiF4, fouroversix)."""
     return list(_profiles().values())
 
 

@@ -34,10 +34,20 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
     "nv_block_scale_floor": (
         "lower bound applied to the block scale before the E4M3 cast",
         ("none", "e4m3_min_normal")),
+    "nv_block_scale_op": (
+        "'te' chain, scale rule 'amax': the block scale before its cast: 'mul_reciprocal' = "
+        "fp32(vec_max * fp32(S_enc * fp32(1/max))) (TE's kernel path); 'divide' = fp32(fp32(vec_max / max) * S_enc) "
+        "(as TE's 4over6 candidates)",
+        ("mul_reciprocal", "divide")),
+    "nv_zero_scale_elements": (
+        "'te' chain: elements of a block whose scale is 0: 'saturate' = multiplied by min(1/0, FLT_MAX) "
+        "(non-zero values give +-max); 'zero' = multiplier 0 (every code +0)",
+        ("saturate", "zero")),
     "nv_zero_global_amax": (
         "all-zero (or non-finite amax) tensor: 'one' = S_enc = 1; 'nan' = the chain divides by a "
-        "zero tensor scale and the block scales are NaN",
-        ("one", "nan")),
+        "zero tensor scale and the block scales are NaN; 'zero' = S_enc = 2688/0 = +Inf, S_dec = 0, "
+        "every block scale 0",
+        ("one", "nan", "zero")),
     "nv_negative_zero": (
         "element code of a scaled value that is exactly -0.0: 'preserve' = -0 code; "
         "'positive' = +0 code (negative values rounding to zero keep -0)",
@@ -48,6 +58,10 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
     "nv_4over6": (
         "4over6 candidate selection available",
         ("yes", "no")),
+    "nv_4over6_error_sum": (
+        "float32 order of a 1 x 16 row's 4over6 error: 'sequential' = element order (TE's loop); 'torch_cpu' = "
+        "torch.sum over 16 on the CPU, (t_j + t_(j+8)) for j = 0..7 added in order",
+        ("sequential", "torch_cpu")),
     # -- element conversion ---------------------------------------------------------------------
     "element_rounding": (
         "rounding of scaled elements",
@@ -97,6 +111,7 @@ POLICIES: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
 ALGORITHM_POLICIES = frozenset({
     "mx_nonfinite_block", "mx_element_scaling", "mx_rceil_descale", "nv_scale_chain",
     "nv_block_scale_floor", "nv_negative_zero", "nv_dequant_order", "nv_4over6",
+    "nv_block_scale_op", "nv_zero_scale_elements", "nv_zero_global_amax", "nv_4over6_error_sum",
 })
 
 
@@ -109,7 +124,7 @@ class Profile:
             ``"ml_dtypes"``, ``"hif4"``).
         title: the implementation, in words.
         source: where the choices were read (document, repository and commit).
-        structures: the scheme structures (``"mx"``, ``"two_level"``, ``"hif4"``) this
+        structures: the scheme structures (``"mx"``, ``"two_level"``, ``"hif4"``, ``"if4"``) this
             profile can drive in :func:`fp4spec.quantize`; empty for element-only profiles.
         policies: policy name (a key of :data:`POLICIES`) -> choice.
     """

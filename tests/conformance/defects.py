@@ -395,6 +395,164 @@ class PlainScaleLayout(NumpyBackend):
         return out.reshape(-1)
 
 
+# -- IF4: one rule of fp4spec.if4 broken (the mistaken references of conformance.if4_mistakes) ------------
+
+class _If4Defect(NumpyBackend):
+    """The numpy backend, except for IF4, which it quantizes with one :data:`mistake`."""
+
+    mistake = ""
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        from fp4spec.conformance import if4_mistakes
+
+        sch = resolve_scheme(scheme)
+        if sch.structure != "if4":
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        prep = prepare_input(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        x2 = prep.x.reshape(-1, prep.x.shape[-1])
+        rb = None if prep.rbits is None else prep.rbits.reshape(x2.shape)
+        q = if4_mistakes.quantize(x2, sch, rounding, rb, sr_bits, **{self.mistake: True})
+        return QuantizedTensor.from_moved(q.codes.reshape(prep.x.shape), q.scales.reshape(prep.x.shape[:-1] + (-1,)),
+                                          q.global_scale, sch, prep.axis, prep.shape)
+
+
+class If4TiesTakeInt(_If4Defect):
+    """IF4 picks INT4 when its block error equals E2M1's (``<=`` for ``<``)."""
+
+    name = "if4-ties-take-int"
+    mistake = "ties_to_int"
+
+
+class If4IntDivides(_If4Defect):
+    """IF4's INT4 candidate divides by fp32(6/7) instead of multiplying by fp32(7/6)."""
+
+    name = "if4-int-divides"
+    mistake = "int_divides"
+
+
+class If4ErrorsInElementOrder(_If4Defect):
+    """IF4's block errors summed in element order (TE's 4over6 loop), not in torch's CPU order."""
+
+    name = "if4-errors-in-element-order"
+    mistake = "element_order"
+
+
+class If4FlagInverted(_If4Defect):
+    """IF4's flag on the wrong blocks: the scale's sign bit set for E2M1, clear for INT4."""
+
+    name = "if4-flag-inverted"
+    mistake = "flag_inverted"
+
+
+class FourOverSixDecodeScaleError(NumpyBackend):
+    """TE's 1 x 16 4over6 with the candidates' errors through the global decode scale (FlashInfer before #3448)."""
+
+    name = "4over6-decode-scale-error"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        from fp4spec.conformance.selection import four_over_six_decode_scale
+
+        sch = resolve_scheme(scheme)
+        if sch.scale_rule != "4over6" or sch.is_2d:
+            return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        prep = prepare_input(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        x2 = prep.x.reshape(-1, prep.x.shape[-1])
+        rb = None if prep.rbits is None else prep.rbits.reshape(x2.shape)
+        q = four_over_six_decode_scale(x2, sch, rounding, rb, sr_bits)
+        return QuantizedTensor.from_moved(q.codes.reshape(prep.x.shape), q.scales.reshape(prep.x.shape[:-1] + (-1,)),
+                                          q.global_scale, sch, prep.axis, prep.shape)
+
+
+class FourOverSixTorchOrder(_TeChainDefect.__base__):
+    """TE's 1 x 16 4over6 with the errors summed in torch's CPU order (fouroversix's), not element order."""
+
+    name = "4over6-torch-order"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        from fp4spec.conformance.diagnose import with_policy
+
+        sch = resolve_scheme(scheme)
+        if sch.scale_rule == "4over6" and sch.policies["nv_4over6_error_sum"] == "sequential":
+            q = super().quantize(x, with_policy(sch, "nv_4over6_error_sum", "torch_cpu"), rounding=rounding,
+                                 rbits=rbits, sr_bits=sr_bits)
+            return _replace(q, scheme=sch)
+        return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+
+
+#: IF4 defects, one per rule of the scheme (tie, INT4 scaling, error order, flag).
+IF4_DEFECTS = (If4TiesTakeInt, If4IntDivides, If4ErrorsInElementOrder, If4FlagInverted)
+
+
+# -- SR with the backend's own random numbers (sr_source="own"): checked by sr_statistics only ------------
+
+class OwnSr(NumpyBackend):
+    """Correct SR that ignores the rbits it is given and draws its own (as hardware SR does): it must conform."""
+
+    name = "own-sr"
+
+    def __init__(self):
+        self._rng = np.random.default_rng()
+
+    def capabilities(self):
+        import dataclasses
+
+        return dataclasses.replace(super().capabilities(), sr_source="own")
+
+    def own_bits(self, shape, sr_bits):
+        return self._rng.integers(0, 1 << sr_bits, shape)
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        if rounding != "sr":
+            return super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        return super().quantize(x, scheme, rounding="sr", rbits=self.own_bits(np.shape(x), sr_bits), sr_bits=sr_bits)
+
+
+class OwnSrAllZero(OwnSr):
+    """SR that returns all-zero codes (TransformerEngine#3281: the cvt.rs branch compiled out on sm_120)."""
+
+    name = "own-sr-all-zero"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        q = super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        return _replace(q, codes=np.zeros_like(np.asarray(q.codes))) if rounding == "sr" else q
+
+
+class OwnSrBiased(OwnSr):
+    """SR whose random number is the smaller of two draws: P(away from zero) is about frac^2, not frac."""
+
+    name = "own-sr-biased"
+
+    def own_bits(self, shape, sr_bits):
+        return np.minimum(super().own_bits(shape, sr_bits), super().own_bits(shape, sr_bits))
+
+
+class OwnSrFrozen(OwnSr):
+    """SR from a generator re-seeded identically on every call: the same 'random' codes every time."""
+
+    name = "own-sr-frozen"
+
+    def own_bits(self, shape, sr_bits):
+        return np.random.default_rng(1234).integers(0, 1 << sr_bits, shape)
+
+
+class OwnSrCoinFlip(OwnSr):
+    """SR that rounds away from zero with probability 1/2, whatever the distance to the neighbours."""
+
+    name = "own-sr-coin-flip"
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8):
+        if rounding != "sr":
+            return super().quantize(x, scheme, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
+        x = np.asarray(x, np.float32)
+        top = (1 << sr_bits) - 1
+        coin = self._rng.integers(0, 2, x.shape) * top  # 0: toward zero, max: away (for frac > 0)
+        return _NumpyBackend.quantize(self, x, scheme, rounding="sr", rbits=coin, sr_bits=sr_bits)
+
+
+#: Backends with their own SR random numbers: one correct, the others each broken once.
+OWN_SR_DEFECTS = (OwnSrAllZero, OwnSrBiased, OwnSrFrozen, OwnSrCoinFlip)
+
+
 #: Defects of the mistakes diagnose names, with the schemes, roundings and words of the match.
 DIAGNOSED = (
     (TiesAway, ["mxfp4", "nvfp4"], ["rne"], "ties away from zero (ties to even expected)"),
@@ -409,6 +567,14 @@ DIAGNOSED = (
     (NanOnlyBlocks, ["mxfp4"], ["rne"], "NaN-block policy of profile 'torchao'"),
     (SwappedNibbles, ["mxfp4"], ["rne"], "high nibble first"),
     (PlainScaleLayout, ["mxfp4"], ["rne"], "row-major"),
+    (If4TiesTakeInt, ["if4"], ["rne"], "IF4 ties between the two block errors take INT4"),
+    (If4IntDivides, ["if4"], ["rne"], "INT4 candidate computed as y / fp32(6/7)"),
+    (If4ErrorsInElementOrder, ["if4", "if4:scale_rule=mae"], ["rne"], "IF4 block errors added in element order"),
+    (If4FlagInverted, ["if4"], ["rne"], "IF4 flag inverted"),
+    (FourOverSixDecodeScaleError, ["nvfp4:scale_rule=4over6", "nvfp4:scale_rule=4over6,error_mode=mse"], ["rne"],
+     "the global decode scale's path"),
+    (FourOverSixTorchOrder, ["nvfp4:scale_rule=4over6", "nvfp4:scale_rule=4over6,error_mode=mse"], ["rne"],
+     "nv_4over6_error_sum='torch_cpu'"),
 )
 
 

@@ -15,7 +15,7 @@ def test_numpy_run_exits_0_and_prints_the_summary(capsys):
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].split() == ["scheme", "rows", "passed", "failed", "skipped", "s"]
-    assert lines[2].split()[:5] == ["nvint4", "9", "9", "0", "0"]  # one line per scheme, no PASS rows
+    assert lines[2].split()[:5] == ["nvint4", "10", "9", "0", "1"]  # one line per scheme, no PASS rows
     assert "PASS" not in out and "rows not shown; --all shows every row" in out
     assert lines[-1].startswith("numpy: CONFORMS -- ") and " rows: " in lines[-1]
 

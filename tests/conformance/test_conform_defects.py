@@ -52,6 +52,16 @@ CASES = [
     (D.E4M3ScaleFloor, ["nvfp4"], ["rne"], {"saturation"}),
     (D.NanOnlyBlocks, ["mxfp4"], ["rne"], {"special_values"}),
     (D.PlainScaleLayout, ["mxfp4"], ["rne"], {"scale_layout"}),
+    # IF4: one per rule of the scheme
+    (D.If4TiesTakeInt, ["if4"], ["rne"], {"reference"}),
+    (D.If4IntDivides, ["if4"], ["rne"], {"ties_to_even"}),
+    (D.If4ErrorsInElementOrder, ["if4", "if4:scale_rule=mae"], ["rne"], {"selection"}),
+    (D.If4FlagInverted, ["if4"], ["rne"], {"reference", "monotonic", "sign_symmetry"}),
+    # 4over6: the candidates' errors computed another way
+    (D.FourOverSixDecodeScaleError, ["nvfp4:scale_rule=4over6", "nvfp4:scale_rule=4over6,error_mode=mse"], ["rne"],
+     {"selection"}),
+    (D.FourOverSixTorchOrder, ["nvfp4:scale_rule=4over6", "nvfp4:scale_rule=4over6,error_mode=mse"], ["rne"],
+     {"selection"}),
 ]
 
 
@@ -67,7 +77,7 @@ def test_default_run_rejects_planted_defect(defect, schemes, rounding, caught_by
 
 
 def test_listed_defects_are_all_covered():
-    assert {c[0] for c in CASES} >= set(D.LISTED) | set(D.UNLISTED) | set(D.RHT_DEFECTS)
+    assert {c[0] for c in CASES} >= set(D.LISTED) | set(D.UNLISTED) | set(D.RHT_DEFECTS) | set(D.IF4_DEFECTS)
     assert {c[0] for c in CASES} >= {d[0] for d in D.DIAGNOSED}
 
 
@@ -100,7 +110,7 @@ def test_cli_subprocess_reports_ties_away(tmp_path):
     assert "expected 0x" in table and "got 0x" in table
     assert "matches:  ties away from zero (ties to even expected)" in table
     assert "1. matches: ties away from zero (ties to even expected)" in table  # one finding for four rows
-    assert re.search(r"\[9/\d+\] checks: mxfp4: 6 passed, 2 failed, 1 skipped", proc.stderr)  # a line per scheme
+    assert re.search(r"\[10/\d+\] checks: mxfp4: 6 passed, 2 failed, 2 skipped", proc.stderr)  # a line per scheme
     data = json.loads(out.read_text())
     assert data["conforms"] is False and data["backend"] == "ties-away"
     assert data["findings"][0]["cause"] == "matches: ties away from zero (ties to even expected)"

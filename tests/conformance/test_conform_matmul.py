@@ -106,7 +106,7 @@ def test_default_plan_adds_matmul_rows_for_the_claimed_schemes():
 def test_subsets_do_not_change_matmul_rows():
     whole = _rows(run(D.Truncate34Gemm, properties=["matmul"], seed=5))
     one = _rows(run(D.Truncate34Gemm, properties=["matmul/truncation"], seed=5, accumulators=["sm100-mxf4nvf4"]))
-    key = ("matmul/truncation", "mxfp4,nvfp4", "acc=sm100-mxf4nvf4")
+    key = ("matmul/truncation", "mxfp4,nvfp4,nvint4_e0m3", "acc=sm100-mxf4nvf4")
     assert list(one) == [key] and one[key] == whole[key] and whole[key][0] == "FAIL"
     again = _rows(run(D.Truncate34Gemm, properties=["matmul"], seed=5))
     assert again == whole
@@ -234,12 +234,12 @@ def test_cli_accumulator_narrows_and_tables_show_gemm_rows(capsys):
     assert lines[0].split() == ["scheme", "rows", "passed", "failed", "skipped", "s"]  # the summary per group
     assert lines[2].split()[:5] == ["matmul", "sm100-mxf4nvf4", "7", "7", "0"]
     assert lines[4].split()[:5] == ["property", "schemes", "accumulator", "result", "examples"]
-    assert "matmul/truncation    mxfp4,nvfp4  sm100-mxf4nvf4  PASS    2" in cap.out
+    assert "matmul/truncation    mxfp4,nvfp4,nvint4_e0m3  sm100-mxf4nvf4  PASS    2" in cap.out
     assert "acc=exact" not in cap.out and "fp32 " not in cap.out
     assert f"[{len(FAMILIES)}/{len(FAMILIES)}] examples: matmul acc=sm100-mxf4nvf4: {len(FAMILIES)} passed" in cap.err
     assert conform_main(["--backend", "numpy", "--list"]) == 0
     listed = capsys.readouterr().out
-    assert "accumulators (matmul):" in listed and "sm100-mxf4nvf4   schemes: mxfp4, nvfp4" in listed
+    assert "accumulators (matmul):" in listed and "sm100-mxf4nvf4   schemes: mxfp4, nvfp4, nvint4_e0m3" in listed
 
 
 def test_mixed_report_renders_two_tables():

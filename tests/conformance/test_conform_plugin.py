@@ -51,7 +51,7 @@ def test_plugin_gemm_rows_pass_for_numpy_and_catch_a_planted_gemm_defect(tmp_pat
                    "--fp4spec-property", "matmul/random", "--fp4spec-accumulator", "sm100-mxf4nvf4",
                    "--fp4spec-matmul-max-examples", "2")
     assert proc.returncode == 0, proc.stdout[-2000:]
-    assert "PASSED ::fp4spec_conform[matmul.truncation-mxfp4,nvfp4-acc=sm100-mxf4nvf4]" in proc.stdout
+    assert "PASSED ::fp4spec_conform[matmul.truncation-mxfp4,nvfp4,nvint4_e0m3-acc=sm100-mxf4nvf4]" in proc.stdout
     assert "3 passed" in proc.stdout  # two GEMM rows + test_plain, no quantize rows
     proc = _pytest(tmp_path, "--fp4spec-backend", "tests.conformance.defects:Truncate34Gemm",
                    "--fp4spec-property", "matmul/truncation", "--fp4spec-matmul-max-examples", "2")

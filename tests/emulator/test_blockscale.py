@@ -74,7 +74,7 @@ def check_equal(x, scheme, rounding="rne", rbits=None, sr_bits=8):
 MX_CASES = [(name, rule, profile)
             for name in ("mxfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2")
             for rule in ("floor", "ceil", "rceil", "even")
-            for profile in ("ocp", "torchao")]
+            for profile in ("ocp", "torchao")] + [("mxfp4", "rceil", "fouroversix")]
 
 
 @pytest.mark.parametrize("name,rule,profile", MX_CASES)
@@ -99,6 +99,14 @@ TWO_LEVEL_CASES = [
     ("ufp4", {"block_size": 32, "element_max": 3.0, "scale": "e8m0", "scale_max": 2.0**100}),
     ("nvint4", {}),
     ("nvint4", {"profile": "torchao"}),
+    # profile fouroversix: divided block scale, zeroed zero-scale blocks, S_dec = 0 for a zero tensor, torch's sums
+    ("nvfp4", {"profile": "fouroversix"}),
+    ("nvfp4", {"profile": "fouroversix", "element_max": 4.0}),
+    ("nvfp4", {"profile": "fouroversix", "scale_rule": "4over6", "error_mode": "mse", "scale_max": 256}),
+    ("nvfp4", {"profile": "fouroversix", "scale_rule": "4over6", "error_mode": "mae", "scale_max": 256}),
+    ("nvfp4", {"profile": "fouroversix", "scale_rule": "4over6", "error_mode": "abs_max", "scale_max": 256}),
+    ("nvfp4", {"scale_rule": "4over6", "error_mode": "abs_max"}),
+    ("nvint4", {"profile": "fouroversix"}),
 ]
 
 
@@ -116,6 +124,7 @@ def test_two_level_emulator_equals_reference(name, overrides, seed, specials):
 
 @pytest.mark.parametrize("name,overrides", [("mxfp4", {}), ("mxfp8_e4m3", {"scale_rule": "rceil"}),
                                             ("nvfp4", {}), ("nvfp4", {"profile": "torchao"}),
+                                            ("nvfp4", {"profile": "fouroversix", "scale_rule": "4over6"}),
                                             ("nvfp4_2d", {"scale_rule": "4over6"}), ("nvint4", {}), ("ufp4", {})])
 @pytest.mark.parametrize("rounding", ["rna", "rtz", "rup", "rdn", "rto", "sr"])
 @settings(max_examples=4, deadline=None)

@@ -9,7 +9,7 @@ import fp4spec
 from fp4spec import float_format, get_format, p3109_format
 
 CATALOGUE = [
-    "e2m1", "e1m2", "e1m2_b1", "int4", "int4_sym", "s1p2",
+    "e2m1", "e1m2", "e1m2_b1", "int4", "int4_sym", "s1p2", "e0m3",
     "e2m3", "e3m2", "e4m3", "ue4m3", "e5m2", "e8m0", "e6m2",
 ]
 
@@ -33,6 +33,7 @@ EXPECTED = {
     "e1m2": [k * 0.5 for k in range(8)] + [-k * 0.5 for k in range(8)],
     "e1m2_b1": [k * 0.25 for k in range(8)] + [-k * 0.25 for k in range(8)],
     "s1p2": [k * 0.25 for k in range(8)] + [-k * 0.25 for k in range(8)],
+    "e0m3": list(range(8)) + [-k for k in range(8)],
     "int4": list(range(8)) + list(range(-8, 0)),
     "int4_sym": list(range(8)) + list(range(-8, 0)),
 }

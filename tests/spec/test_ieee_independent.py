@@ -56,6 +56,7 @@ SPECS = {
     "int4": Spec("int", lo=-8, hi=7),
     "int4_sym": Spec("int", lo=-7, hi=7),
     "s1p2": Spec("uniform", mbits=3, hi=7, bias=2),  # k * 2^-2, k = 0..7
+    "e0m3": Spec("uniform", mbits=3, hi=7, bias=0),  # k, k = 0..7 (sign-magnitude INT4)
 }
 
 MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto", "sr")

@@ -24,7 +24,7 @@ def _data(shape, seed=0):
 
 def test_catalogue_names():
     assert ALL == ["mxfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2",
-                   "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4"]
+                   "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "nvint4_e0m3", "hif4", "if4"]
 
 
 @pytest.mark.parametrize("name,element,block,scale,rule,profile", [
@@ -37,13 +37,15 @@ def test_catalogue_names():
     ("nvfp4_2d", "e2m1", (16, 16), "ue4m3", "amax", "te"),
     ("ufp4", "e1m2", (16,), "ue4m3", "amax", "te"),
     ("nvint4", "int4_sym", (16,), "ue4m3", "amax", "te"),
+    ("nvint4_e0m3", "e0m3", (16,), "ue4m3", "amax", "te"),
     ("hif4", "s1p2", (64,), "e6m2", "hif4", "hif4"),
+    ("if4", "e2m1", (16,), "e4m3", "mse", "fouroversix"),
 ])
 def test_catalogue_fields(name, element, block, scale, rule, profile):
     s = get_scheme(name)
     assert (s.name, s.element.name, s.block_shape, s.scale.name, s.scale_rule, s.profile) == \
         (name, element, block, scale, rule, profile)
-    assert s.global_scale == ("fp32" if s.structure == "two_level" else None)
+    assert s.global_scale == ("fp32" if s.structure in ("two_level", "if4") else None)
     assert schemes[name] is s
     assert name in s.describe()
 
@@ -122,9 +124,10 @@ def test_scale_rules_table():
 # -- profiles -------------------------------------------------------------------------------
 
 def test_profiles_listed_in_order():
-    assert [p.name for p in list_profiles()] == ["ocp", "te", "torchao", "ml_dtypes", "hif4"]
+    assert [p.name for p in list_profiles()] == ["ocp", "te", "torchao", "ml_dtypes", "hif4", "fouroversix"]
     assert get_profile("te") is list_profiles()[1]
-    with pytest.raises(ValueError, match="profile: 'x' is not one of 'ocp', 'te', 'torchao', 'ml_dtypes', 'hif4'"):
+    with pytest.raises(ValueError, match="profile: 'x' is not one of 'ocp', 'te', 'torchao', 'ml_dtypes', 'hif4', "
+                                         "'fouroversix'"):
         get_profile("x")
 
 
@@ -142,11 +145,12 @@ def test_profiles_can_drive_their_catalogue_schemes():
 def test_describe_profiles_table():
     text = describe_profiles()
     lines = text.splitlines()
-    assert lines[0] == "| policy | ocp | te | torchao | ml_dtypes | hif4 |"
-    assert "| nv_block_scale_floor * | - | none | e4m3_min_normal | - | - |" in lines
-    assert "| mx_nonfinite_block * | nan_scale | - | nan_only | - | - |" in lines
-    assert "| e4m3_overflow * | - | saturate | saturate | nan | - |" in lines
-    assert "| element_overflow | saturate | saturate | saturate | saturate | saturate |" in lines
+    assert lines[0] == "| policy | ocp | te | torchao | ml_dtypes | hif4 | fouroversix |"
+    assert "| nv_block_scale_floor * | - | none | e4m3_min_normal | - | - | none |" in lines
+    assert "| mx_nonfinite_block * | nan_scale | - | nan_only | - | - | nan_scale |" in lines
+    assert "| e4m3_overflow * | - | saturate | saturate | nan | - | saturate |" in lines
+    assert "| element_overflow | saturate | saturate | saturate | saturate | saturate | saturate |" in lines
+    assert "| nv_4over6_error_sum * | - | sequential | sequential | - | - | torch_cpu |" in lines
     assert {"nv_scale_chain", "nv_dequant_order", "mx_element_scaling"} <= set(differing_policies())
     assert "element_overflow" not in differing_policies()
 
@@ -378,7 +382,7 @@ def test_driving_profiles_set_every_algorithm_policy():
     from fp4spec.profiles import ALGORITHM_POLICIES
 
     needed = {"mx": {p for p in ALGORITHM_POLICIES if p.startswith("mx_")},
-              "two_level": {p for p in ALGORITHM_POLICIES if p.startswith("nv_")}, "hif4": set()}
+              "two_level": {p for p in ALGORITHM_POLICIES if p.startswith("nv_")}, "hif4": set(), "if4": set()}
     assert needed["mx"] | needed["two_level"] == set(ALGORITHM_POLICIES)
     for p in list_profiles():
         for structure in p.structures:
