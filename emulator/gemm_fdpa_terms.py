@@ -1,0 +1,249 @@
+"""The terms of NVIDIA's fused steps (``fdpa``) per scale application: what the fast paths
+need to know about each operand (:class:`Side`) and the integer step on output pairs.
+
+Every ``fdpa`` step fuses terms ``T`` with assigned exponents ``e(T)`` and the accumulator
+(:func:`fp4spec.gemm_reference.fdpa_step`). A term is a product of an A factor and a B factor:
+
+* ``"product"`` (``sm100-mxf8f6f4``): per K element, ``(a sa) (b sb)``; e(T) = e(a) + e(sa) +
+  e(b) + e(sb) (elements in their carrier, scales in theirs); |T| < 2^(e(T) + 4).
+* ``"group"`` (``sm100-mxf4nvf4``): per group of G elements, ``(sum a_k b_k) sa sb``; e(T) =
+  e(sa) + e(sb) (the scales only); |T| < G max|a| max|b| 2^(e(T) + 2).
+* ``"*_operand"`` (``sm90-bf16``): per K element, ``a' b'`` with a' = carrier(a sa); e(T) =
+  e(a') + e(b') (carrier exponents, emin -126); |T| < 2^(e(T) + 2).
+
+A :class:`Side` holds, per row and step, an upper bound ``hi`` of the A part of e(T) and a lower
+bound ``lo`` of lsb of the A part of T over the step's nonzero terms, so that for every term
+of output (m, n) in step s: ``e(T) <= hi_A[m, s] + hi_B[n, s]`` and ``lsb(T) >= lo_A[m, s] +
+lo_B[n, s]`` (for a group, lsb of a sum of products is at least the smallest lsb of its
+elements' products). ``w`` is the exponent bound of the list above: |T| < 2^(e(T) + w).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+
+from fp4spec.accumulator_models import AccumulatorModel, Carrier, element_carrier, format_carrier
+
+from .gemm_core import (
+    BAD,
+    POS,
+    SENT,
+    Operand,
+    bits,
+    check_bound,
+    decompose,
+    element_stats,
+    f32_terms,
+    fp64_special,
+    fused,
+    max_significand,
+    operands_rounded,
+    per_unit,
+    present_values,
+    quantum_exponent,
+    rounding_is_exact,
+    scale_stats,
+    scale_terms,
+    scaled_values,
+)
+from .gemm_float import f32_exp_lsb, segment_reduce
+
+_I64 = np.int64
+
+
+@dataclasses.dataclass
+class Side:
+    """One operand as the fdpa fast paths see it (see the module docstring)."""
+
+    vals: np.ndarray       # (R, K) float64: the operand's part of each term, 0 where not finite
+    absvals: np.ndarray    # |vals|
+    hi: np.ndarray         # (R, S) int64: SENT for no nonzero term, BAD for a non-finite factor
+    lo: np.ndarray         # (R, S) int64: POS for no nonzero term
+    nan_rows: np.ndarray   # (R,) rows whose result is NaN whatever happens (group: a NaN scale)
+
+
+def _side(vals, hi, lo, units_per_step: int, nan_rows=None) -> Side:
+    """A Side from per-unit bounds (units: runs of elements, or groups)."""
+    if not np.isfinite(vals).all():
+        vals = np.where(np.isfinite(vals), vals, 0.0)
+    if nan_rows is None:
+        nan_rows = np.zeros(vals.shape[0], bool)
+    return Side(vals, np.abs(vals), segment_reduce(hi, units_per_step, np.maximum),
+                segment_reduce(lo, units_per_step, np.minimum), nan_rows)
+
+
+# =====================================================================================
+# "product" (sm100-mxf8f6f4)
+# =====================================================================================
+
+def product_side(op: Operand, model: AccumulatorModel) -> Side:
+    unit = math.gcd(model.k_step, op.block)
+    hi, lo = element_stats(op, unit, element_carrier(model, op.element).emin)
+    se, sl = scale_stats(op, format_carrier(op.scale_format).emin)
+    hi = hi + per_unit(se, op.block, unit)
+    lo = lo + per_unit(sl, op.block, unit)
+    return _side(scaled_values(op), hi, lo, model.k_step // unit)
+
+
+def product_step(a: Operand, b: Operand, model: AccumulatorModel) -> Callable:
+    """The integer step on output pairs for ``"product"`` scales (with the int64 bound
+    check of :func:`_check_product`)."""
+    ca, cb = element_carrier(model, a.element), element_carrier(model, b.element)
+    sca, scb = format_carrier(a.scale_format), format_carrier(b.scale_format)
+    pa, pb = ca.man_bits + sca.man_bits, cb.man_bits + scb.man_bits
+    va, vb = scaled_values(a), scaled_values(b)
+    ma_max = max_significand(present_values(a.values, a.codes, a.element.values), ca) * max_significand(a.scales, sca)
+    mb_max = max_significand(present_values(b.values, b.codes, b.element.values), cb) * max_significand(b.scales, scb)
+    check_bound(bits(ma_max * mb_max) + max(model.frac_bits - pa - pb, 0) + bits(model.k_step + 1), model.name)
+    L = model.k_step
+
+    def terms(op, car, mi, ks):
+        m, e, z = decompose(op.values[mi, ks], car)
+        blk = np.arange(ks.start, ks.stop) // op.block
+        sc = op.scales[mi][:, blk]
+        sm, se, sz = decompose(np.where(np.isnan(sc), 0.0, sc), format_carrier(op.scale_format))
+        zz = z | sz
+        return m * sm, np.where(zz, _I64(SENT), e + se), zz
+
+    def step(mi, ni, s, acc):
+        ks = slice(s * L, (s + 1) * L)
+        ma, ea, za = terms(a, ca, mi, ks)
+        mb, eb, zb = terms(b, cb, ni, ks)
+        e = ea + eb
+        new = fused([(ma * mb, e - pa - pb, e, za | zb)], f32_terms(acc), model)
+        return _special(new, va[mi, ks], vb[ni, ks], acc)
+
+    return step
+
+
+def _special(new: np.ndarray, va: np.ndarray, vb: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """MMA-Sim's float64 check on a step: an Inf sum gives that Inf, a NaN sum NaN."""
+    nan, inf, s = fp64_special(va, vb, acc)
+    with np.errstate(all="ignore"):
+        new = np.where(inf, s.astype(np.float32), new)
+    return np.where(nan, np.float32(np.nan), new).astype(np.float32)
+
+
+# =====================================================================================
+# "group" (sm100-mxf4nvf4)
+# =====================================================================================
+
+def group_side(op: Operand, model: AccumulatorModel) -> Side:
+    G = model.group_size
+    _, lo_el = element_stats(op, G)
+    se, sl = scale_stats(op, format_carrier(op.scale_format).emin)
+    se, sl = per_unit(se, op.block, G), per_unit(sl, op.block, G)
+    empty = (lo_el == POS) | (se == SENT) | (se == BAD)   # a zero term for every B (or NaN)
+    hi = np.where(empty, _I64(SENT), se)
+    lo = np.where(empty, _I64(POS), lo_el + sl)
+    nan_rows = np.isnan(op.scales).any(axis=1)
+    return _side(scaled_values(op), hi, lo, model.k_step // G, nan_rows)
+
+
+def group_w(a: Operand, b: Operand, model: AccumulatorModel) -> int:
+    """|T| < 2^(e(T) + w) for a group term: G max|a| max|b| times two scale significands < 2."""
+    ma = float(np.max(np.abs(np.asarray(a.element.values, np.float64)[list(a.element.finite_codes)])))
+    mb = float(np.max(np.abs(np.asarray(b.element.values, np.float64)[list(b.element.finite_codes)])))
+    return int(np.ceil(np.log2(model.group_size * ma * mb))) + 2
+
+
+def group_step(a: Operand, b: Operand, model: AccumulatorModel) -> Callable:
+    """The integer step on output pairs for ``"group"`` scales (sum of G products exact in
+    int64, times both scale significands; bounds checked as the module docstring of
+    :mod:`fp4spec.emulator.gemm` says)."""
+    from .gemm_core import scale_terms
+
+    qa, qb = quantum_exponent(a.values), quantum_exponent(b.values)
+    sma, sea, sza, nana, dsa = scale_terms(a)
+    smb, seb, szb, nanb, dsb = scale_terms(b)
+    G, L = model.group_size, model.k_step
+    ia_max = int(np.max(np.abs(np.ldexp(a.values, qa)), initial=1))
+    ib_max = int(np.max(np.abs(np.ldexp(b.values, qb)), initial=1))
+    n_bits = bits(G * ia_max * ib_max * int(np.max(sma, initial=1)) * int(np.max(smb, initial=1)))
+    check_bound(n_bits + max(model.frac_bits - qa - qb - dsa - dsb, 0) + bits(L // G + 1), model.name)
+    check_bound(24 + max(model.frac_bits - 23, 0) + bits(L // G + 1), model.name)
+    x0 = -dsa - dsb - qa - qb
+
+    def step(mi, ni, s, acc):
+        ks = slice(s * L, (s + 1) * L)
+        p = len(mi)
+        ia = np.ldexp(a.values[mi, ks], qa).astype(_I64).reshape(p, L // G, G)
+        ib = np.ldexp(b.values[ni, ks], qb).astype(_I64).reshape(p, L // G, G)
+        d = (ia * ib).sum(axis=-1)
+        cnt = ((ia != 0) & (ib != 0)).sum(axis=-1)
+        ba = np.arange(ks.start, ks.stop, G) // a.block
+        bb = np.arange(ks.start, ks.stop, G) // b.block
+        n = d * sma[mi][:, ba] * smb[ni][:, bb]
+        e = sea[mi][:, ba] + seb[ni][:, bb]
+        zero = (cnt == 0) | sza[mi][:, ba] | szb[ni][:, bb]
+        new = fused([(n, e + x0, e, zero)], f32_terms(acc), model)
+        new = np.where(np.isinf(acc), acc, new)
+        nan = nana[mi][:, ba].any(axis=1) | nanb[ni][:, bb].any(axis=1) | np.isnan(acc)
+        return np.where(nan, np.float32(np.nan), new).astype(np.float32)
+
+    return step
+
+
+# =====================================================================================
+# "fp32_operand" / "bf16_operand" (sm90-bf16)
+# =====================================================================================
+
+def operand_side(x: np.ndarray, k_step: int) -> Side:
+    """From rounded operands x (float32, R x K; NaN and Inf allowed)."""
+    e, lsb = f32_exp_lsb(x)
+    with np.errstate(invalid="ignore"):  # a signalling NaN stays a NaN
+        return _side(x.astype(np.float64), e, lsb, k_step)
+
+
+def rounded_operand(op: Operand, carrier: Carrier, k_step: int):
+    """(Side, the rounded operands as float32 or a function returning them) for operands
+    ``carrier(a sa)``. When the rounding is exact (:func:`rounding_is_exact`) the Side comes
+    from the element and scale statistics: e(a') = floor(log2 |a sa|) <= floor(log2 |a|) +
+    floor(log2 sa) + 1 (+ 0 when every scale is a power of two) and lsb(a') = lsb(a) +
+    lsb(sa); the normal range makes the carrier's emin irrelevant."""
+    if not rounding_is_exact(op, carrier):
+        x = operands_rounded(op, carrier)
+        return operand_side(x, k_step), x
+    unit = math.gcd(k_step, op.block)
+    hi, lo = element_stats(op, unit)
+    se, sl = scale_stats(op)
+    carry = 0 if format_carrier(op.scale_format).man_bits == 0 else 1
+    vals = scaled_values(op)
+    side = _side(vals, hi + per_unit(se, op.block, unit) + carry, lo + per_unit(sl, op.block, unit), k_step // unit)
+    return side, lambda: vals.astype(np.float32)
+
+
+def operand_step(xa, xb, carrier: Carrier, model: AccumulatorModel) -> Callable:
+    """The integer step on output pairs for operands rounded to ``carrier`` (``xa``, ``xb``:
+    float32 arrays, or functions returning them when first needed)."""
+    L = model.k_step
+    check_bound(2 * (carrier.man_bits + 1) + max(model.frac_bits - 2 * carrier.man_bits, 0) + bits(L + 1),
+                model.name)
+    cache = {}
+
+    def values():
+        if not cache:
+            with np.errstate(invalid="ignore"):
+                cache["a"] = (xa() if callable(xa) else xa).astype(np.float64)
+                cache["b"] = (xb() if callable(xb) else xb).astype(np.float64)
+        return cache["a"], cache["b"]
+
+    def step(mi, ni, s, acc):
+        ks = slice(s * L, (s + 1) * L)
+        va, vb = values()
+        a, b = va[mi, ks], vb[ni, ks]
+        ma, ea, za = decompose(np.where(np.isfinite(a), a, 0.0), carrier)
+        mb, eb, zb = decompose(np.where(np.isfinite(b), b, 0.0), carrier)
+        e = ea + eb
+        new = fused([(ma * mb, e - 2 * carrier.man_bits, e, za | zb)], f32_terms(acc), model)
+        return _special(new, a, b, acc)
+
+    return step
+
+
+__all__ = ["Side", "group_side", "group_step", "group_w", "operand_side", "operand_step", "product_side",
+           "product_step", "rounded_operand"]

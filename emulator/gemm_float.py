@@ -1,0 +1,232 @@
+"""Float64 building blocks of the GEMM emulator's fast paths: exact BLAS sums, one rounding.
+
+The fast paths of :mod:`fp4spec.emulator.gemm` let BLAS (numpy's float64 matmul) compute
+sums that are provably exact, then round once as the model says; what they cannot prove
+goes to the integer algorithms (:mod:`.gemm_core`). ``lsb(v)`` is the exponent of the lowest
+set bit of a nonzero dyadic ``v`` (``v`` is an odd integer times ``2^lsb(v)``). Facts used
+throughout, with u = 2^-53:
+
+* **E1 (products).** The float64 product of two values with p and q significant bits is exact
+  when p + q <= 53 and it stays inside float64's normal range. The factors here are
+  float32 values (24 bits) or narrower, and every value lies between 2^-1000 and 2^1000.
+* **E2 (sums).** If every term is an integer multiple of 2^lo (lo >= -1074) and the
+  magnitudes sum to less than 2^(lo + 53), every partial sum of any subset of the terms is
+  such a multiple below 2^(lo + 53) in magnitude, hence a float64: every addition (or FMA
+  with an exact product) is exact, and a BLAS dot product returns the exact sum whatever
+  its order, blocking or use of FMA.
+* **E3 (magnitude bounds).** For n non-negative terms whose products are exact (E1), any
+  summation order gives Ŝ >= S (1 - gamma) with gamma = (n - 1) u / (1 - (n - 1) u); for n
+  <= 2^20, fl(Ŝ * (1 + 2^-30)) >= S. :func:`upper_bound` adds that margin, and comparing the
+  rounded sum ``fl(bound + |c|)`` with a power of two T decides ``S + |c| < T`` correctly:
+  rounding is monotone and T is a float64, so ``S + |c| >= T`` implies
+  ``fl(bound + |c|) >= T``.
+* **E4 (float32 rounding of float64 values).** numpy's float64 -> float32 cast rounds to
+  nearest even once, subnormals and overflow included; :func:`rz_f32` rounds toward zero.
+  A value that is already a float32 is cast exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .gemm_core import BAD, POS, SENT, exp_lsb, fma32
+
+_I64 = np.int64
+_TINY32 = 2.0 ** -126
+_LOW29 = _I64((1 << 29) - 1)
+_MID29 = _I64(1 << 28)
+#: E3's margin for BLAS sums of at most 2^20 non-negative terms.
+_MARGIN = 1.0 + 2.0 ** -30
+MAX_TERMS = 1 << 20
+
+
+def f32_exp_lsb(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(e, lsb) of float32 values from their bits: e = max(floor(log2 |x|), -126) (the fp32 and
+    bf16 carriers' exponent), lsb(x); zeros (SENT, POS), NaN and Inf (BAD, POS).
+
+    The significand integer ``sig`` (the implicit bit included) has value x = sig * 2^(e - 23);
+    its lowest set bit ``sig & -sig`` is a power of two whose float32 exponent field is
+    127 + ctz. Branch-free (no np.where): the special cases are blended in arithmetically.
+    """
+    b = np.ascontiguousarray(x, np.float32).view(np.int32) & np.int32(0x7FFFFFFF)
+    be = b >> 23
+    sig = (b & np.int32(0x7FFFFF)) | ((be > 0).astype(np.int32) << 23)
+    ctz = ((sig & -sig).astype(np.float32).view(np.int32) >> 23) - 127
+    e = (be - 127 + (be == 0)).astype(_I64)
+    lsb = e - 23 + ctz
+    zero = (sig == 0).astype(_I64)
+    bad = (be == 0xFF).astype(_I64)
+    e = e + zero * (SENT - e) + bad * (BAD - e)
+    lsb = lsb + (zero | bad) * (POS - lsb)
+    return e, lsb
+
+
+def segment_reduce(arr: np.ndarray, size: int, op) -> np.ndarray:
+    """``op`` (np.maximum or np.minimum) over consecutive segments of ``size`` along the last
+    axis; a shorter last segment is reduced too."""
+    return op.reduceat(arr, np.arange(0, arr.shape[-1], size), axis=-1)
+
+
+def upper_bound(s_abs: np.ndarray, c_abs) -> np.ndarray:
+    """A float64 that is at least S + |c| when ``s_abs`` is a BLAS sum of at most
+    :data:`MAX_TERMS` exact non-negative products whose exact sum is S (E3)."""
+    return s_abs * _MARGIN + c_abs
+
+
+def pow2(e: np.ndarray) -> np.ndarray:
+    """2^e as float64 for int64 exponents, built from the bits: exact for -1022 <= e <= 1023,
+    +Inf above; 2^-1022 below (callers compare with it only where e >= -1022)."""
+    return ((np.clip(e, -1022, 1024) + 1023) << 52).view(np.float64)
+
+
+def rz_f32(s: np.ndarray) -> np.ndarray:
+    """float32 of exact float64 values rounded toward zero; a magnitude of 2^128 or more
+    after rounding is +-Inf (as :func:`fp4spec.gemm_reference.round_binary` says); the sign
+    of a nonzero value that rounds to zero is kept; NaN stays NaN.
+
+    1. Clear the 29 low fraction bits of every value (float64 keeps 52, float32 23): where
+       |s| >= 2^-126 this truncates the magnitude to 24 significant bits, a float32 or a
+       value >= 2^128 (the largest 24-bit value below 2^128 is the largest float32); the cast
+       is then exact or +-Inf (E4). Inf keeps its bits; a NaN keeps its quiet bit.
+    2. Where |s| < 2^-126 (float32 subnormals, fewer significant bits) cast the original
+       value (nearest, E4) and, where that moved away from zero, step one float32 toward
+       zero: the nearest float32 was above |s|, so the next one toward zero is the largest
+       below or at |s|.
+    """
+    s = np.asarray(s, np.float64)
+    with np.errstate(over="ignore"):
+        r = (s.view(_I64) & ~_LOW29).view(np.float64).astype(np.float32)
+    tiny = np.abs(s) < _TINY32
+    if tiny.any():
+        st = s[tiny]
+        rt = st.astype(np.float32)
+        away = np.abs(rt.astype(np.float64)) > np.abs(st)
+        r[tiny] = np.where(away, np.nextafter(rt, np.float32(0)), rt)
+    return r
+
+
+def round_f32(s: np.ndarray, mode: str) -> np.ndarray:
+    """Exact float64 values rounded once to float32: ``"rne"`` (the cast, E4) or ``"rz"``."""
+    if mode == "rz":
+        return rz_f32(s)
+    with np.errstate(over="ignore"):
+        return np.asarray(s, np.float64).astype(np.float32)
+
+
+def fma32_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """:func:`fp4spec.emulator.gemm_core.fma32` for float64 arrays that hold float32 values,
+    returned as float64 (holding float32 values): ``a * b + c`` rounded once to float32.
+
+    1. p = a * b is exact in float64 (E1); s = fl64(p + c) has IEEE's signs of zero, Inf
+       and NaN.
+    2. The cast of s to float32 (nearest even) equals the correctly rounded p + c unless s is
+       a float32 midpoint: a float32 rounding boundary m is a float64 value (25 significant
+       bits, or a multiple of 2^-150 below 2^-125), and rounding to float64 is monotone, so
+       if p + c lies strictly on one side of m, s lies on that side or on m. Overflow's
+       boundary 2^128 - 2^103 is such a midpoint.
+    3. Candidates: s whose 29 low fraction bits are exactly 1000...0 (a midpoint in
+       float32's normal range), and every |s| < 2^-126 (the subnormal range, tested
+       wholesale). They are recomputed with :func:`~fp4spec.emulator.gemm_core.fma32`
+       (round to odd, exact for all inputs).
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = a * b + c
+        r = s.astype(np.float32)
+    cand = ((s.view(_I64) & _LOW29) == _MID29) | (np.abs(s) < _TINY32)
+    if cand.any():
+        r[cand] = fma32(a[cand], b[cand], c[cand])
+    return r.astype(np.float64)
+
+
+def is_f32_midpoint(p: np.ndarray) -> np.ndarray:
+    """Which float64 values lie exactly halfway between two neighbouring float32 values
+    (2^128 - 2^103, between the largest float32 and 2^128, included).
+
+    In float32's normal range a binade [2^E, 2^(E+1)) has its midpoints at the odd multiples
+    of 2^(E-24): the 29 low bits of the 52-bit fraction are 1 followed by 28 zeros. Below
+    2^-126 the midpoints are the odd multiples of 2^-150: |p| * 2^149 has fraction 1/2
+    (the scaling is exact)."""
+    a = np.abs(p)
+    tiny = a < _TINY32
+    mid = ((p.view(_I64) & _LOW29) == _MID29) & ~tiny & np.isfinite(p)
+    if tiny.any():
+        t = np.ldexp(a[tiny], 149)
+        mid[tiny] = (t - np.floor(t)) == 0.5
+    return mid
+
+
+def round_product_f32(s: np.ndarray, g: np.float32) -> np.ndarray:
+    """Exact float64 values ``s`` times a finite float32 ``g``, rounded once to float32
+    (nearest even), with IEEE's sign for a nonzero product that rounds to 0 and +0 for an
+    exact 0.
+
+    1. Split s = h + l (Veltkamp, factor 2^27 + 1): h has at most 26 significant bits, l at
+       most 26 (exact for |s| < 2^995); h * g and l * g are exact (E1: 26 + 24 bits).
+    2. p = fl(h g + l g) and its error e (TwoSum): p + e = s g exactly.
+    3. The cast of p equals the rounding of p + e unless p is a float32 midpoint (as in
+       :func:`fma32_f64`, step 2) and e != 0; there step p one float64 ulp toward e
+       (off the midpoint, still strictly between the two float32 neighbours) and cast.
+       :func:`is_f32_midpoint` finds the midpoints.
+    4. g = 0 gives +0 everywhere; s = 0 gives +0.
+    """
+    if g == 0:
+        return np.zeros(np.shape(s), np.float32)
+    g = np.float64(g)
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = s * 134217729.0
+        h = t - (t - s)
+        lo = s - h
+        x, y = h * g, lo * g
+        p = x + y
+        bb = p - x
+        e = (x - (p - bb)) + (y - bb)
+    cand = (e != 0) & is_f32_midpoint(p)
+    if cand.any():
+        p = p.copy()
+        p[cand] = np.nextafter(p[cand], np.where(e[cand] > 0, np.inf, -np.inf))
+    with np.errstate(over="ignore"):
+        r = p.astype(np.float32)
+    return np.where(s == 0, np.float32(0), r).astype(np.float32)
+
+
+def tiles(m: int, n: int, size: int):
+    """(row slice, column slice) tiles covering an m x n result, about ``size`` outputs each
+    (whole rows of up to 512 columns), so that a tile's temporaries stay in cache."""
+    tn = max(1, min(n, 512))
+    tm = max(1, min(m, size // tn))
+    for r0 in range(0, m, tm):
+        for c0 in range(0, n, tn):
+            yield slice(r0, min(m, r0 + tm)), slice(c0, min(n, c0 + tn))
+
+
+def step_dots(a: np.ndarray, b: np.ndarray, width: int) -> np.ndarray:
+    """(S, Ma, Nb): the dot products of each ``width`` slice of K, a (Ma x K) times b (Nb x K)
+    transposed, one BLAS product per slice (exact when E2 holds for the slice's terms)."""
+    s = a.shape[1] // width
+    at = a.reshape(a.shape[0], s, width).transpose(1, 0, 2)
+    bt = b.reshape(b.shape[0], s, width).transpose(1, 2, 0)
+    return np.matmul(at, bt)
+
+
+def pair_step_dots(a_rows: np.ndarray, b_rows: np.ndarray, width: int) -> np.ndarray:
+    """(S, P): per pair p, the dot products of each ``width`` slice of K of a_rows[p] and
+    b_rows[p] ((P, K) each, gathered rows), elementwise (exact when E2 holds)."""
+    p, k = a_rows.shape
+    return (a_rows * b_rows).reshape(p, k // width, width).sum(axis=-1).T
+
+
+__all__ = [
+    "MAX_TERMS",
+    "f32_exp_lsb",
+    "fma32_f64",
+    "is_f32_midpoint",
+    "pair_step_dots",
+    "pow2",
+    "round_f32",
+    "round_product_f32",
+    "rz_f32",
+    "segment_reduce",
+    "step_dots",
+    "tiles",
+    "upper_bound",
+]

@@ -1,0 +1,141 @@
+"""Chains of float32 FMAs (the ``fp32`` model; the outer chain of ``cdna3-fp8``) at BLAS speed
+where no step rounds.
+
+``acc <- fma32(x_k, y_k, acc)`` for k ascending rounds once per term. Over a chunk of terms
+(:data:`CHUNK`) an output is *provable* when, with lo = min(lo_A + lo_B over the chunk,
+lsb(acc)) (lo_A: the smallest lsb of A's nonzero factors in the chunk),
+lo >= -149, acc != -0 and ``|acc| + sum |x_k y_k| < 2^min(lo + 24, 128)`` (E3 of
+:mod:`.gemm_float`, from a BLAS product on |A|, |B|). Then every partial sum is a multiple of
+2^lo below 2^(lo + 24): a float32 (lo >= -149 covers the subnormals, and it is below 2^128),
+so no FMA of the chunk rounds, and the chunk's result is acc + A B^T (BLAS, exact by E2),
++0 if zero: an IEEE sum is -0 only when both addends are -0, and the accumulator is not -0.
+
+The other outputs run the FMAs one term at a time on the gathered pairs
+(:func:`~.gemm_float.fma32_f64`: float64 arithmetic and a cast, exact but for float32
+midpoints, which are recomputed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+
+from fp4spec.accumulator_models import BF16, FP32, AccumulatorModel, Carrier, MatmulOperands
+
+from .gemm_core import (
+    BAD,
+    Operand,
+    canonical,
+    element_stats,
+    epilogue,
+    exp_lsb,
+    initial,
+    operands_rounded,
+    per_unit,
+    rounding_is_exact,
+    scale_stats,
+    scaled_values,
+)
+from .gemm_float import f32_exp_lsb, fma32_f64, pow2, segment_reduce, tiles, upper_bound
+
+#: K elements per chunk of the float32 chain.
+CHUNK = 256
+#: Outputs per tile.
+TILE = 1 << 15
+
+
+@dataclasses.dataclass
+class ChainSide:
+    """One operand of an FMA chain: its factors and their smallest lsb per chunk."""
+
+    vals: np.ndarray     # (R, K) float64 factors, 0 where not finite
+    absvals: np.ndarray
+    lo: np.ndarray       # (R, chunks) int64; -BAD where a factor is not finite (never provable)
+
+
+def chain_side(vals: np.ndarray, lo: np.ndarray, units_per_chunk: int) -> ChainSide:
+    """A ChainSide from float64 factors and the smallest lsb of each run of elements (R, U):
+    POS for no nonzero factor, -BAD where a factor is not finite."""
+    if not np.isfinite(vals).all():
+        vals = np.where(np.isfinite(vals), vals, 0.0)
+    return ChainSide(vals, np.abs(vals), segment_reduce(lo, units_per_chunk, np.minimum))
+
+
+def rounded_chain_side(op: Operand, carrier: Carrier, chunk: int):
+    """(ChainSide, the factors as float64 with non-finite values kept) for factors
+    ``carrier(a sa)`` (:func:`~.gemm_fdpa_terms.rounded_operand`'s reasoning for the lsbs)."""
+    if rounding_is_exact(op, carrier):
+        unit = math.gcd(chunk, op.block)
+        _, lo = element_stats(op, unit)
+        se, sl = scale_stats(op)
+        lo = lo + per_unit(np.where(se == BAD, -BAD, sl), op.block, unit)
+        vals = scaled_values(op)
+        return chain_side(vals, lo, chunk // unit), vals
+    x = operands_rounded(op, carrier)
+    e, lsb = f32_exp_lsb(x)
+    vals = x.astype(np.float64)
+    return chain_side(vals, np.where(e == BAD, -BAD, lsb), chunk), vals
+
+
+def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, steps: Callable,
+              extra_ok: Callable | None = None) -> np.ndarray:
+    """The chain of the module docstring, (M, N) float32 from ``acc0``. ``steps(mi, ni, k0,
+    k1, acc)`` runs the chain's K range [k0, k1) one term at a time for output pairs;
+    ``extra_ok(rows, cols, ci)`` adds a model's own condition for chunk ci (a boolean
+    array of the tile's shape) or is None."""
+    m, n = acc0.shape
+    k = a.vals.shape[1]
+    out = np.empty((m, n), np.float32)
+    neg_zero = bool(np.any((acc0 == 0) & np.signbit(acc0)))
+    for rows, cols in tiles(m, n, TILE):
+        acc = acc0[rows, cols].astype(np.float64)
+        lsb_acc = exp_lsb(acc)[1]
+        for ci, k0 in enumerate(range(0, k, chunk)):
+            ks = slice(k0, min(k, k0 + chunk))
+            lo = np.minimum(a.lo[rows, ci, None] + b.lo[None, cols, ci], lsb_acc)
+            d_abs = a.absvals[rows, ks] @ b.absvals[cols, ks].T
+            ok = (lo >= -149) & (upper_bound(d_abs, np.abs(acc)) < pow2(np.minimum(lo + 24, 128)))
+            if neg_zero:
+                ok &= ~((acc == 0) & np.signbit(acc))
+            if extra_ok is not None:
+                ok &= extra_ok(rows, cols, ci)
+            d = a.vals[rows, ks] @ b.vals[cols, ks].T
+            acc = np.where(ok, acc + d + 0.0, acc)
+            lsb_acc = np.where(ok, lo, lsb_acc)
+            if not ok.all():
+                fi, fj = np.nonzero(~ok)
+                new = steps(fi + rows.start, fj + cols.start, ks.start, ks.stop, acc[fi, fj])
+                acc[fi, fj] = new
+                lsb_acc[fi, fj] = exp_lsb(new)[1]
+        out[rows, cols] = acc
+    return out
+
+
+def fma_steps(xa: np.ndarray, xb: np.ndarray) -> Callable:
+    """One float32 FMA per K element for output pairs: ``xa``, ``xb`` the (R, K) operands as
+    float64 (non-finite values as they are)."""
+
+    def steps(mi, ni, k0, k1, acc):
+        pa = np.ascontiguousarray(xa[mi, k0:k1].T)
+        pb = np.ascontiguousarray(xb[ni, k0:k1].T)
+        for j in range(k1 - k0):
+            acc = fma32_f64(pa[j], pb[j], acc)
+        return acc
+
+    return steps
+
+
+def matmul_fma(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorModel) -> np.ndarray:
+    """``fma``: acc = c; for k ascending: acc = fma32(a'_k, b'_k, acc); then the epilogue
+    (a'_k: the element times its block scale rounded to the model's carrier)."""
+    car = FP32 if model.scales == "fp32_operand" else BF16
+    sa, xa = rounded_chain_side(a, car, CHUNK)
+    sb, xb = rounded_chain_side(b, car, CHUNK)
+    acc = fma_chain(sa, sb, initial(ops), CHUNK, fma_steps(xa, xb))
+    return canonical(epilogue(acc, ops.g), model)
+
+
+__all__ = ["ChainSide", "chain_side", "fma_chain", "fma_steps", "matmul_fma", "rounded_chain_side"]
