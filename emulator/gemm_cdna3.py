@@ -89,21 +89,20 @@ def cdna3_step(n, e, zero, pa, pb, d, model: AccumulatorModel) -> np.ndarray:
     return step_zero(round_int_to_f32(s2 + c2, e2 - F2, model.final_rounding), model)
 
 
-def _width(op: Operand, model: AccumulatorModel, chunk: int) -> np.ndarray:
-    """hi - lo of the row's nonzero unscaled elements per chunk (very negative if none)."""
-    hi, lo = element_stats(op, op.block, element_carrier(model, op.element).emin)
+def _sides(op: Operand, model: AccumulatorModel, chunk: int):
+    """(w, stage B's ChainSide): w = hi - lo of the row's nonzero unscaled elements per chunk
+    (very negative if none); the ChainSide holds the factors a * sa, with the smallest lsb
+    per block -BAD (never provable) where a scale is NaN or its exponent lies outside
+    [-62, 62]."""
+    hi, lo = element_stats(op, op.block)
     per = chunk // op.block
-    hi, lo = segment_reduce(hi, per, np.maximum), segment_reduce(lo, per, np.minimum)
-    return np.where(lo == POS, _I64(SENT), hi - lo)
-
-
-def _scaled_side(op: Operand, chunk: int):
-    """Stage B's factors a * sa and the smallest lsb per block; -BAD (never provable) where
-    a scale is NaN or its exponent lies outside [-62, 62]."""
-    _, lo = element_stats(op, op.block)
+    emin = element_carrier(model, op.element).emin
+    hi_c = np.where(hi == SENT, hi, np.maximum(hi, emin))
+    hic, loc = segment_reduce(hi_c, per, np.maximum), segment_reduce(lo, per, np.minimum)
+    w = np.where(loc == POS, _I64(SENT), hic - loc)
     se, sl = scale_stats(op)
     far = (se == BAD) | ((se != SENT) & (np.abs(se) > _SCALE_EXP))
-    return chain_side(scaled_values(op), np.where(far, -BAD, lo + sl), chunk // op.block)
+    return w, chain_side(scaled_values(op), np.where(far, -BAD, lo + sl), hi + se + 2, per)
 
 
 def matmul_fdpa2(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorModel) -> np.ndarray:
@@ -119,10 +118,13 @@ def matmul_fdpa2(a: Operand, b: Operand, ops: MatmulOperands, model: Accumulator
     chunk = blk * max(1, 256 // blk)
     B = math.ceil(math.log2(blk))
     w_max = min(model.frac_bits, model.realign_bits - B - 1, model.c_frac_bits - B - 1, 22 - B)
-    wa, wb = _width(a, model, chunk), _width(b, model, chunk)
+    wa, side_a = _sides(a, model, chunk)
+    wb, side_b = _sides(b, model, chunk)
     sa32, sb32 = a.scales.astype(np.float32), b.scales.astype(np.float32)
 
     def exact_a(rows, cols, ci):
+        if wa[rows, ci].max(initial=SENT) + wb[cols, ci].max(initial=SENT) <= w_max:
+            return True
         return wa[rows, ci, None] + wb[None, cols, ci] <= w_max
 
     def steps(mi, ni, k0, k1, acc):
@@ -138,8 +140,7 @@ def matmul_fdpa2(a: Operand, b: Operand, ops: MatmulOperands, model: Accumulator
             acc = fma32_f64(d[j] + 0.0, s, acc)
         return acc
 
-    acc = fma_chain(_scaled_side(a, chunk), _scaled_side(b, chunk), initial(ops), chunk, steps,
-                    exact_a)
+    acc = fma_chain(side_a, side_b, initial(ops), chunk, steps, exact_a, ops.c is None)
     return canonical(epilogue(acc, ops.g), model)
 
 

@@ -236,35 +236,39 @@ def exp_lsb(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=None)
-def _code_stats(values: tuple, emin: int | None):
-    """int8 tables per code: exponent (max(floor(log2 |v|), emin)) and lsb; zeros -128 / 127."""
+def _code_stats(values: tuple):
+    """int8 tables per code: floor(log2 |v|) and lsb; zeros -128 / 127 (None, None when a
+    value lies outside int8's comfortable range)."""
     e, lsb = exp_lsb(np.array(values, np.float64))
-    if emin is not None:
-        e = np.where(e == SENT, e, np.maximum(e, emin))
     real = (e != SENT) & (lsb != POS)
     if np.any(np.abs(e[real]) > 100) or np.any(np.abs(lsb[real]) > 100):
         return None, None
     return (np.where(e == SENT, -128, e).astype(np.int8), np.where(lsb == POS, 127, lsb).astype(np.int8))
 
 
-def element_stats(op: Operand, unit: int, emin: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def element_stats(op: Operand, unit: int, emin: int | None = None, hi: bool = True) -> tuple:
     """(hi, lo) int64 (R, K // unit): per row and run of ``unit`` elements, the largest
     exponent (``max(floor(log2 |a|), emin)``; ``emin`` None: no clamp) and the smallest lsb
-    of the nonzero elements, SENT and POS when there are none. From int8 tables of the codes
-    when the codes are known (elements of 4- to 8-bit formats: exponents within -40..40)."""
+    of the nonzero elements, SENT and POS when there are none (hi None when not asked for).
+    From int8 tables of the codes when the codes are known (the clamp is applied to the
+    runs' maxima: it is monotone)."""
     r, k = op.values.shape
     starts = np.arange(0, k, unit)
     e8 = None
     if op.codes is not None and len(op.element.values) <= 256:
-        e8, l8 = _code_stats(tuple(np.asarray(op.element.values, np.float64).tolist()), emin)
+        e8, l8 = _code_stats(tuple(np.asarray(op.element.values, np.float64).tolist()))
     if e8 is not None:
-        hi = np.maximum.reduceat(np.take(e8, op.codes), starts, axis=1).astype(_I64)
         lo = np.minimum.reduceat(np.take(l8, op.codes), starts, axis=1).astype(_I64)
-        return np.where(hi == -128, _I64(SENT), hi), np.where(lo == 127, _I64(POS), lo)
-    e, lsb = exp_lsb(op.values)
-    if emin is not None:
-        e = np.where(e == SENT, e, np.maximum(e, emin))
-    return np.maximum.reduceat(e, starts, axis=1), np.minimum.reduceat(lsb, starts, axis=1)
+        lo = np.where(lo == 127, _I64(POS), lo)
+        h = np.maximum.reduceat(np.take(e8, op.codes), starts, axis=1).astype(_I64) if hi else None
+        h = None if h is None else np.where(h == -128, _I64(SENT), h)
+    else:
+        e, lsb = exp_lsb(op.values)
+        h = np.maximum.reduceat(e, starts, axis=1) if hi else None
+        lo = np.minimum.reduceat(lsb, starts, axis=1)
+    if h is not None and emin is not None:
+        h = np.where(h == SENT, h, np.maximum(h, emin))
+    return h, lo
 
 
 def scale_stats(op: Operand, emin: int | None = None) -> tuple[np.ndarray, np.ndarray]:

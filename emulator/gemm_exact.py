@@ -9,12 +9,13 @@ Fast path (facts E1-E4 of :mod:`.gemm_float`):
    significant bits each; NaN scales give 0 here and NaN at step 5).
 2. Per row of A': lo_A = the smallest lsb of its nonzero values and h_A with every |A'| <
    2^h_A (from the elements' and scales' exponents: |a| < 2^(e(a) + 1), sa < 2^(e(sa) + 1));
-   the same for B'; for c: lsb(c) and e(c) = floor(log2 |c|) (none for 0 and non-finite c).
-3. Output (m, n) is *provable* when, with lo = min(lo_A + lo_B, lsb(c)) >= -1074,
-   ``max(h_A + h_B + kb, e(c) + 1) + 1 <= lo + 53`` (K < 2^kb). Every term ``A'_k B'_k`` and
-   c is then an integer multiple of 2^lo and their magnitudes sum to less than
-   ``K 2^(h_A + h_B) + 2^(e(c) + 1) <= 2^(lo + 53)``, so S = c + A' B'^T from BLAS is exact
-   (E2).
+   the same for B'; for c: lsb(c) (none for 0 and non-finite c).
+3. Output (m, n) is *provable* when, with lo = min(lo_A + lo_B, lsb(c)) >= -1074, an upper
+   bound U of ``|c| + sum_k |A'_k B'_k|`` lies below 2^(lo + 53): U = K 2^(h_A + h_B) + |c|,
+   or by Cauchy-Schwarz U = sqrt(sum A'^2 sum B'^2) + |c| (E3's margin), each tried for the
+   worst row and column at once before per output. Every term ``A'_k B'_k`` and c is then an
+   integer multiple of 2^lo and their magnitudes sum to less than 2^(lo + 53), so S = c +
+   A' B'^T from BLAS is exact (E2).
 4. Round once: no g: the cast of S (E4); a finite g: :func:`round_product_f32` (S g,
    exact by a Veltkamp split and TwoSum, one rounding). An exact zero is +0.
 5. Specials: NaN for a NaN scale anywhere in the row or column, a NaN c or g; an infinite c
@@ -53,7 +54,7 @@ from .gemm_core import (
     scale_terms,
     scaled_values,
 )
-from .gemm_float import pow2, round_product_f32
+from .gemm_float import MARGIN, cauchy_bound, magnitude_bound, pow2, round_product_f32, square_sums
 
 _I64 = np.int64
 
@@ -96,15 +97,15 @@ def matmul_exact(a: Operand, b: Operand, ops: MatmulOperands, model: Accumulator
     vb, nan_b, lo_b, h_b = _scaled(b)
     total = va @ vb.T
     c = initial(ops)
-    kb = bits(va.shape[1])                            # sum |A'_k B'_k| < 2^(h_A + h_B + kb)
     if ops.c is None:
-        provable = _provable(h_a, h_b, kb, lo_a, lo_b, None, None)
+        c_abs, lsb_c = 0.0, POS
     else:
         c64 = c.astype(np.float64)
         fin = np.isfinite(c64)
-        e_c, lsb_c = exp_lsb(c64)                     # |c| < 2^(e_c + 1); SENT, POS if not finite
+        c_abs = np.where(fin, np.abs(c64), 0.0)
+        lsb_c = exp_lsb(c64)[1]                       # POS for 0 and non-finite c
         total += np.where(fin, c64, 0.0)
-        provable = _provable(h_a, h_b, kb, lo_a, lo_b, e_c, lsb_c)
+    provable = _provable(va, vb, h_a, h_b, lo_a, lo_b, c_abs, lsb_c)
     g = ops.g
     if g is None or not np.isfinite(g):
         with np.errstate(over="ignore"):
@@ -114,30 +115,31 @@ def matmul_exact(a: Operand, b: Operand, ops: MatmulOperands, model: Accumulator
     if nan_a.any() or nan_b.any() or ops.c is not None or (g is not None and not np.isfinite(g)):
         out = _specials(out, total, c, g, nan_a, nan_b)
     if provable is not True and not provable.all():
-        rows = np.flatnonzero(~provable.all(axis=1))
-        cols = np.flatnonzero(~provable.all(axis=0))
-        sub = exact_integer(_rows(a, rows), _rows(b, cols), c[np.ix_(rows, cols)], g)
-        bad = ~provable[np.ix_(rows, cols)]
-        out[np.ix_(rows, cols)] = np.where(bad, sub, out[np.ix_(rows, cols)])
+        for i in np.flatnonzero(~provable.all(axis=1)):       # the integer algorithm, row by row
+            cols = np.flatnonzero(~provable[i])
+            out[i, cols] = exact_integer(_rows(a, [i]), _rows(b, cols), c[i:i + 1, cols], g)[0]
     return canonical(out, model)
 
 
-def _provable(h_a, h_b, kb, lo_a, lo_b, e_c, lsb_c):
-    """Step 3 in exponents: max(h_A + h_B + kb, e_c + 1) + 1 <= lo + 53 with lo = min(lo_A +
-    lo_B, lsb(c)) >= -1074 (True when it holds for the worst row and column)."""
-    if e_c is None and h_a.max(initial=SENT) + h_b.max(initial=SENT) + kb + 1 \
-            <= lo_a.min(initial=POS) + lo_b.min(initial=POS) + 53 \
-            and lo_a.min(initial=POS) + lo_b.min(initial=POS) >= -1074:
+def _provable(va, vb, h_a, h_b, lo_a, lo_b, c_abs, lsb_c):
+    """Step 3: True when every output is provable, else a boolean (M, N) array. The bound on
+    sum |A'_k B'_k| is first K 2^(h_A + h_B) for the worst row and column, then Cauchy-
+    Schwarz, sqrt(sum A'^2 sum B'^2), for the worst row and column and then per output
+    (:func:`~.gemm_float.cauchy_bound`'s margin)."""
+    k = va.shape[1]
+    lo0 = min(int(lo_a.min(initial=POS)) + int(lo_b.min(initial=POS)), int(np.min(lsb_c)))
+    limit = float(pow2(np.int64(lo0 + 53)))
+    c_max = float(np.max(c_abs))
+    if lo0 >= -1074 and magnitude_bound(h_a, h_b, k, c_max) < limit:
         return True
-    top = h_a[:, None] + h_b[None, :] + kb
-    lo = lo_a[:, None] + lo_b[None, :]
-    if e_c is not None:
-        top = np.maximum(top, e_c + 1)
-        lo = np.minimum(lo, lsb_c)
-    return (top + 1 <= lo + 53) & (lo >= -1074)
+    sq_a, sq_b = square_sums(va, k)[:, 0], square_sums(vb, k)[:, 0]
+    if lo0 >= -1074 and cauchy_bound(sq_a, sq_b, c_max) < limit:
+        return True
+    lo = np.minimum(lo_a[:, None] + lo_b[None, :], lsb_c)
+    return (np.sqrt(sq_a[:, None] * sq_b[None, :]) * MARGIN + c_abs < pow2(lo + 53)) & (lo >= -1074)
 
 
-def _rows(op: Operand, idx: np.ndarray) -> Operand:
+def _rows(op: Operand, idx) -> Operand:
     return Operand(op.values[idx], op.scales[idx], op.block, op.element, op.scale_format)
 
 

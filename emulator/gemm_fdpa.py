@@ -52,7 +52,7 @@ import numpy as np
 
 from fp4spec.accumulator_models import BF16, FP32, AccumulatorModel, MatmulOperands, get_accumulator
 
-from .gemm_core import Operand, bits, canonical, e_zero, epilogue, exp_lsb, initial
+from .gemm_core import POS, SENT, Operand, bits, canonical, e_zero, epilogue, exp_lsb, initial
 from .gemm_fdpa_terms import (
     Side,
     group_side,
@@ -64,20 +64,21 @@ from .gemm_fdpa_terms import (
     product_step,
     rounded_operand,
 )
-from .gemm_float import pair_step_dots, pow2, round_f32, segment_reduce, step_dots, tiles, upper_bound
+from .gemm_float import F32_EMIN, F32_LSB_MIN, F32_SIG, cauchy_bound, magnitude_bound, pair_step_dots, pow2, round_f32, segment_reduce, step_dots, tiles, upper_bound
 
 #: K elements per Tier-1 chunk (rounded to whole steps).
 CHUNK = 256
 #: Outputs per tile.
-TILE = 1 << 15
+TILE = 1 << 16
 
 _I64 = np.int64
 
 
 def fdpa_chain(a: Side, b: Side, acc0: np.ndarray, model: AccumulatorModel, step3: Callable, w: int,
-               n_terms: int) -> np.ndarray:
+               n_terms: int, acc0_zero: bool = False) -> np.ndarray:
     """The chained steps of the module docstring: (M, N) float32 from the initial
-    accumulator ``acc0``; ``step3(mi, ni, s, acc)`` is Tier 3 on output pairs (mi, ni)."""
+    accumulator ``acc0`` (``acc0_zero``: it is +0 everywhere); ``step3(mi, ni, s, acc)`` is
+    Tier 3 on output pairs (mi, ni)."""
     m, n = acc0.shape
     S = a.hi.shape[1]
     L = a.vals.shape[1] // S if S else 1
@@ -87,33 +88,65 @@ def fdpa_chain(a: Side, b: Side, acc0: np.ndarray, model: AccumulatorModel, step
     chunks = [(s0, min(S, s0 + spc)) for s0 in range(0, S, spc)]
     hia, hib = segment_reduce(a.hi, spc, np.maximum), segment_reduce(b.hi, spc, np.maximum)
     loa, lob = segment_reduce(a.lo, spc, np.minimum), segment_reduce(b.lo, spc, np.minimum)
+    maga, magb = segment_reduce(a.mag, spc, np.maximum), segment_reduce(b.mag, spc, np.maximum)
+    sqa, sqb = segment_reduce(a.sq, spc, np.add), segment_reduce(b.sq, spc, np.add)
     ez = e_zero(model)
     out = np.empty((m, n), np.float32)
     for rows, cols in tiles(m, n, TILE):
         acc = acc0[rows, cols].astype(np.float64)
-        lsb_acc = exp_lsb(acc)[1]
+        lsb_acc = POS if acc0_zero else exp_lsb(acc)[1]      # a lower bound of lsb(acc)
         for ci, (s0, s1) in enumerate(chunks):
             ks = slice(s0 * L, s1 * L)
-            ok = np.zeros(acc.shape, bool)
+            ok = False
             if fast:
-                lo = np.minimum(loa[rows, ci, None] + lob[None, cols, ci], lsb_acc)
-                ok = hia[rows, ci, None] + hib[None, cols, ci] <= lo + F
-                ok &= (lo >= -149) & (ez <= lo + F)
-                d_abs = a.absvals[rows, ks] @ b.absvals[cols, ks].T
-                ok &= upper_bound(d_abs, np.abs(acc)) < pow2(np.minimum(lo + 24, 128))
+                acc_max = 0.0 if acc0_zero and ci == 0 else float(np.abs(acc).max(initial=0.0))
+                cheap = min(magnitude_bound(maga[rows, ci], magb[cols, ci], ks.stop - ks.start, acc_max),
+                            cauchy_bound(sqa[rows, ci], sqb[cols, ci], acc_max))
+
+                def bound(acc=acc, ks=ks):
+                    return upper_bound(a.absvals[rows, ks] @ b.absvals[cols, ks].T, np.abs(acc))
+
+                ok, lo = _tier1(loa[rows, ci], lob[cols, ci], hia[rows, ci], hib[cols, ci], lsb_acc, cheap, bound,
+                                F, ez)
                 d = a.vals[rows, ks] @ b.vals[cols, ks].T
-                acc = np.where(ok, acc + d + 0.0, acc)
-                lsb_acc = np.where(ok, lo, lsb_acc)
-            if not ok.all():
-                fi, fj = np.nonzero(~ok)
+                acc = acc + d + 0.0 if ok is True else np.where(ok, acc + d + 0.0, acc)
+                lsb_acc = lo if ok is True else np.where(ok, lo, lsb_acc)
+            if ok is not True:
+                fail = np.ones(acc.shape, bool) if ok is False else ~ok
+                fi, fj = np.nonzero(fail)
                 mi, ni = fi + rows.start, fj + cols.start
                 dots = _pair_dots(a, b, rows, cols, fi, fj, ks, L) if fast else None
                 new = _steps(a, b, mi, ni, range(s0, s1), acc[fi, fj], dots, model, step3)
                 acc[fi, fj] = new
+                lsb_acc = np.broadcast_to(lsb_acc, acc.shape).copy()
                 lsb_acc[fi, fj] = exp_lsb(new)[1]
         out[rows, cols] = acc
     nan = a.nan_rows[:, None] | b.nan_rows[None, :]
-    return np.where(nan, np.float32(np.nan), out).astype(np.float32)
+    return np.where(nan, np.float32(np.nan), out).astype(np.float32) if nan.any() else out
+
+
+def _tier1(la, lb, ha, hb, lsb_acc, cheap: float, bound: Callable, F: int, ez: int):
+    """Tier 1's test for a tile and chunk: (ok, lo) with ok True when every output passes
+    (lo then a scalar lower bound of every output's lo), else a boolean array (and lo an
+    array). la, lb, ha, hb: the rows' and columns' lo and hi over the chunk; lsb_acc: lower
+    bounds of lsb(acc) (scalar or array); ``cheap``: an upper bound of |acc| + sum |T| for
+    the whole tile; ``bound()``: such bounds per output (E3: a BLAS product on |A|, |B|)."""
+    lo0 = min(int(la.min(initial=POS)) + int(lb.min(initial=POS)), int(np.min(lsb_acc)))
+    if (int(ha.max(initial=SENT)) + int(hb.max(initial=SENT)) <= lo0 + F and lo0 >= F32_LSB_MIN
+            and ez <= lo0 + F):
+        limit = float(pow2(np.int64(min(lo0 + F32_SIG, 128))))
+        if cheap < limit:
+            return True, lo0
+        per_output = bound()
+        if float(per_output.max(initial=0.0)) < limit:
+            return True, lo0
+    else:
+        per_output = bound()
+    lo = np.minimum(la[:, None] + lb[None, :], lsb_acc)
+    ok = ha[:, None] + hb[None, :] <= lo + F
+    ok &= (lo >= F32_LSB_MIN) & (ez <= lo + F)
+    ok &= per_output < pow2(np.minimum(lo + F32_SIG, 128))
+    return ok, lo
 
 
 def _pair_dots(a: Side, b: Side, rows, cols, fi, fj, ks, L) -> np.ndarray:
@@ -137,7 +170,7 @@ def _steps(a: Side, b: Side, mi, ni, steps: range, acc: np.ndarray, dots, model:
         x = a.lo[mi, sl] + b.lo[ni, sl] + F
         ok_a = x >= v
         q = pow2(F - np.clip(v, -400, 600))                     # (b): c * q is an integer
-        t = pow2(np.where(x >= -126, x + 1, -150))               # (c): |c| < t
+        t = pow2(np.where(x >= F32_EMIN, x + 1, F32_LSB_MIN - 1))  # (c): |c| < t
     for j, s in enumerate(steps):
         if dots is not None:
             cq = acc * q[:, j]
@@ -165,16 +198,17 @@ def matmul_fdpa(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorM
     if model.scales == "group":
         step3 = group_step(a, b, model)
         acc = fdpa_chain(group_side(a, model), group_side(b, model), acc0, model, step3,
-                         group_w(a, b, model), model.k_step // model.group_size)
+                         group_w(a, b, model), model.k_step // model.group_size, ops.c is None)
         acc = np.where(np.isnan(acc0), np.float32(np.nan), acc)
     elif model.scales == "product":
         step3 = product_step(a, b, model)
-        acc = fdpa_chain(product_side(a, model), product_side(b, model), acc0, model, step3, 4, model.k_step)
+        acc = fdpa_chain(product_side(a, model), product_side(b, model), acc0, model, step3, 4, model.k_step,
+                         ops.c is None)
     else:
         car = FP32 if model.scales == "fp32_operand" else BF16
         sa, xa = rounded_operand(a, car, model.k_step)
         sb, xb = rounded_operand(b, car, model.k_step)
-        acc = fdpa_chain(sa, sb, acc0, model, operand_step(xa, xb, car, model), 2, model.k_step)
+        acc = fdpa_chain(sa, sb, acc0, model, operand_step(xa, xb, car, model), 2, model.k_step, ops.c is None)
     return canonical(epilogue(acc, ops.g), model)
 
 

@@ -50,7 +50,7 @@ from .gemm_core import (
     scale_terms,
     scaled_values,
 )
-from .gemm_float import f32_exp_lsb, segment_reduce
+from .gemm_float import f32_exp_lsb, segment_reduce, square_sums
 
 _I64 = np.int64
 
@@ -60,33 +60,40 @@ class Side:
     """One operand as the fdpa fast paths see it (see the module docstring)."""
 
     vals: np.ndarray       # (R, K) float64: the operand's part of each term, 0 where not finite
-    absvals: np.ndarray    # |vals|
     hi: np.ndarray         # (R, S) int64: SENT for no nonzero term, BAD for a non-finite factor
     lo: np.ndarray         # (R, S) int64: POS for no nonzero term
+    mag: np.ndarray        # (R, S) int64: every |vals| of the step is below 2^mag
+    sq: np.ndarray         # (R, S) float64: sums of squares of vals per step
     nan_rows: np.ndarray   # (R,) rows whose result is NaN whatever happens (group: a NaN scale)
+    _abs: np.ndarray | None = None
+
+    @property
+    def absvals(self) -> np.ndarray:
+        """|vals| (computed when first needed)."""
+        if self._abs is None:
+            self._abs = np.abs(self.vals)
+        return self._abs
 
 
-def _side(vals, hi, lo, units_per_step: int, nan_rows=None) -> Side:
-    """A Side from per-unit bounds (units: runs of elements, or groups)."""
-    if not np.isfinite(vals).all():
+def _side(vals, hi, lo, mag, units_per_step: int, nan_rows=None, finite=None) -> Side:
+    """A Side from per-unit bounds (units: runs of elements, or groups); ``finite``: whether
+    ``vals`` is known to be finite (None: test it)."""
+    if not (finite if finite is not None else np.isfinite(vals).all()):
         vals = np.where(np.isfinite(vals), vals, 0.0)
     if nan_rows is None:
         nan_rows = np.zeros(vals.shape[0], bool)
-    return Side(vals, np.abs(vals), segment_reduce(hi, units_per_step, np.maximum),
-                segment_reduce(lo, units_per_step, np.minimum), nan_rows)
+    step = vals.shape[1] // hi.shape[1] * units_per_step
+    return Side(vals, segment_reduce(hi, units_per_step, np.maximum), segment_reduce(lo, units_per_step, np.minimum),
+                segment_reduce(mag, units_per_step, np.maximum), square_sums(vals, step), nan_rows)
 
-
-# =====================================================================================
-# "product" (sm100-mxf8f6f4)
-# =====================================================================================
 
 def product_side(op: Operand, model: AccumulatorModel) -> Side:
     unit = math.gcd(model.k_step, op.block)
     hi, lo = element_stats(op, unit, element_carrier(model, op.element).emin)
     se, sl = scale_stats(op, format_carrier(op.scale_format).emin)
-    hi = hi + per_unit(se, op.block, unit)
+    hi = hi + per_unit(se, op.block, unit)          # |a| < 2^(e(a) + 1), sa < 2^(e(sa) + 1)
     lo = lo + per_unit(sl, op.block, unit)
-    return _side(scaled_values(op), hi, lo, model.k_step // unit)
+    return _side(scaled_values(op), hi, lo, hi + 2, model.k_step // unit, finite=not np.isnan(op.scales).any())
 
 
 def product_step(a: Operand, b: Operand, model: AccumulatorModel) -> Callable:
@@ -134,14 +141,15 @@ def _special(new: np.ndarray, va: np.ndarray, vb: np.ndarray, acc: np.ndarray) -
 
 def group_side(op: Operand, model: AccumulatorModel) -> Side:
     G = model.group_size
-    _, lo_el = element_stats(op, G)
+    hi_el, lo_el = element_stats(op, G)
     se, sl = scale_stats(op, format_carrier(op.scale_format).emin)
     se, sl = per_unit(se, op.block, G), per_unit(sl, op.block, G)
     empty = (lo_el == POS) | (se == SENT) | (se == BAD)   # a zero term for every B (or NaN)
     hi = np.where(empty, _I64(SENT), se)
     lo = np.where(empty, _I64(POS), lo_el + sl)
     nan_rows = np.isnan(op.scales).any(axis=1)
-    return _side(scaled_values(op), hi, lo, model.k_step // G, nan_rows)
+    return _side(scaled_values(op), hi, lo, np.where(empty, _I64(SENT), hi_el + se + 2), model.k_step // G,
+                 nan_rows, finite=not nan_rows.any())
 
 
 def group_w(a: Operand, b: Operand, model: AccumulatorModel) -> int:
@@ -155,14 +163,14 @@ def group_step(a: Operand, b: Operand, model: AccumulatorModel) -> Callable:
     """The integer step on output pairs for ``"group"`` scales (sum of G products exact in
     int64, times both scale significands; bounds checked as the module docstring of
     :mod:`fp4spec.emulator.gemm` says)."""
-    from .gemm_core import scale_terms
-
-    qa, qb = quantum_exponent(a.values), quantum_exponent(b.values)
+    va = present_values(a.values, a.codes, a.element.values)
+    vb = present_values(b.values, b.codes, b.element.values)
+    qa, qb = quantum_exponent(va), quantum_exponent(vb)
     sma, sea, sza, nana, dsa = scale_terms(a)
     smb, seb, szb, nanb, dsb = scale_terms(b)
     G, L = model.group_size, model.k_step
-    ia_max = int(np.max(np.abs(np.ldexp(a.values, qa)), initial=1))
-    ib_max = int(np.max(np.abs(np.ldexp(b.values, qb)), initial=1))
+    ia_max = int(np.max(np.abs(np.ldexp(va, qa)), initial=1))
+    ib_max = int(np.max(np.abs(np.ldexp(vb, qb)), initial=1))
     n_bits = bits(G * ia_max * ib_max * int(np.max(sma, initial=1)) * int(np.max(smb, initial=1)))
     check_bound(n_bits + max(model.frac_bits - qa - qb - dsa - dsb, 0) + bits(L // G + 1), model.name)
     check_bound(24 + max(model.frac_bits - 23, 0) + bits(L // G + 1), model.name)
@@ -196,7 +204,7 @@ def operand_side(x: np.ndarray, k_step: int) -> Side:
     """From rounded operands x (float32, R x K; NaN and Inf allowed)."""
     e, lsb = f32_exp_lsb(x)
     with np.errstate(invalid="ignore"):  # a signalling NaN stays a NaN
-        return _side(x.astype(np.float64), e, lsb, k_step)
+        return _side(x.astype(np.float64), e, lsb, e + 1, k_step)
 
 
 def rounded_operand(op: Operand, carrier: Carrier, k_step: int):
@@ -211,9 +219,11 @@ def rounded_operand(op: Operand, carrier: Carrier, k_step: int):
     unit = math.gcd(k_step, op.block)
     hi, lo = element_stats(op, unit)
     se, sl = scale_stats(op)
+    hi = hi + per_unit(se, op.block, unit)
     carry = 0 if format_carrier(op.scale_format).man_bits == 0 else 1
     vals = scaled_values(op)
-    side = _side(vals, hi + per_unit(se, op.block, unit) + carry, lo + per_unit(sl, op.block, unit), k_step // unit)
+    side = _side(vals, hi + carry, lo + per_unit(sl, op.block, unit), hi + 2, k_step // unit,
+                 finite=not np.isnan(op.scales).any())
     return side, lambda: vals.astype(np.float32)
 
 

@@ -27,6 +27,8 @@ throughout, with u = 2^-53:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .gemm_core import BAD, POS, SENT, exp_lsb, fma32
@@ -35,8 +37,12 @@ _I64 = np.int64
 _TINY32 = 2.0 ** -126
 _LOW29 = _I64((1 << 29) - 1)
 _MID29 = _I64(1 << 28)
+#: float32's significant bits, smallest lsb (subnormal spacing) and smallest normal exponent.
+F32_SIG = 24
+F32_LSB_MIN = -149
+F32_EMIN = -126
 #: E3's margin for BLAS sums of at most 2^20 non-negative terms.
-_MARGIN = 1.0 + 2.0 ** -30
+MARGIN = 1.0 + 2.0 ** -30
 MAX_TERMS = 1 << 20
 
 
@@ -70,7 +76,34 @@ def segment_reduce(arr: np.ndarray, size: int, op) -> np.ndarray:
 def upper_bound(s_abs: np.ndarray, c_abs) -> np.ndarray:
     """A float64 that is at least S + |c| when ``s_abs`` is a BLAS sum of at most
     :data:`MAX_TERMS` exact non-negative products whose exact sum is S (E3)."""
-    return s_abs * _MARGIN + c_abs
+    return s_abs * MARGIN + c_abs
+
+
+def square_sums(vals: np.ndarray, size: int) -> np.ndarray:
+    """Per row, the float64 sums of squares of consecutive runs of ``size`` values (the
+    squares are exact for values of at most 26 significant bits)."""
+    return np.add.reduceat(vals * vals, np.arange(0, vals.shape[1], size), axis=1)
+
+
+def cauchy_bound(sq_a: np.ndarray, sq_b: np.ndarray, acc_max: float) -> float:
+    """An upper bound of |acc| + sum |x_k y_k| for every output of a tile, by Cauchy-Schwarz:
+    sum |x_k y_k| <= sqrt(sum x_k^2 * sum y_k^2) <= sqrt(max over rows * max over columns).
+    The sums of squares (:func:`square_sums`) are within a factor 1 +- 2^-33 of the exact
+    ones (E3), the product and the square root add two roundings: the margin 2^-30 covers
+    them."""
+    return math.sqrt(float(sq_a.max(initial=0.0)) * float(sq_b.max(initial=0.0))) * MARGIN + acc_max
+
+
+def magnitude_bound(mag_a: np.ndarray, mag_b: np.ndarray, terms: int, acc_max: float) -> float:
+    """An upper bound of |acc| + sum |x_k y_k| for every output of a tile: ``terms *
+    2^(max mag_a + max mag_b) + max |acc|``, with every |x| below 2^mag_a and |y| below
+    2^mag_b (+Inf when that is beyond float64; a NaN ``acc_max`` gives NaN, which passes no
+    test). The first product is exact and the sum rounds monotonically, so a comparison of
+    the result with a power of two decides the exact sum's comparison (E3)."""
+    e = int(mag_a.max(initial=-2000)) + int(mag_b.max(initial=-2000))
+    if e > 1000:
+        return math.inf
+    return math.ldexp(float(terms), max(e, -2000)) + acc_max
 
 
 def pow2(e: np.ndarray) -> np.ndarray:
@@ -158,35 +191,38 @@ def is_f32_midpoint(p: np.ndarray) -> np.ndarray:
 def round_product_f32(s: np.ndarray, g: np.float32) -> np.ndarray:
     """Exact float64 values ``s`` times a finite float32 ``g``, rounded once to float32
     (nearest even), with IEEE's sign for a nonzero product that rounds to 0 and +0 for an
-    exact 0.
+    exact 0 (s = 0 or g = 0).
 
-    1. Split s = h + l (Veltkamp, factor 2^27 + 1): h has at most 26 significant bits, l at
-       most 26 (exact for |s| < 2^995); h * g and l * g are exact (E1: 26 + 24 bits).
-    2. p = fl(h g + l g) and its error e (TwoSum): p + e = s g exactly.
-    3. The cast of p equals the rounding of p + e unless p is a float32 midpoint (as in
-       :func:`fma32_f64`, step 2) and e != 0; there step p one float64 ulp toward e
-       (off the midpoint, still strictly between the two float32 neighbours) and cast.
-       :func:`is_f32_midpoint` finds the midpoints.
-    4. g = 0 gives +0 everywhere; s = 0 gives +0.
+    1. p = fl64(s g): the cast of p equals the rounding of s g unless p is a float32
+       midpoint (the argument of :func:`fma32_f64`, step 2; :func:`is_f32_midpoint`).
+    2. For those: split s = h + l (Veltkamp, factor 2^27 + 1: h and l have at most 26
+       significant bits, exact for |s| < 2^995), so h g and l g are exact (E1); p' = fl(h g +
+       l g) and its error e (TwoSum) give s g = p' + e exactly. Where e != 0, step p' one
+       float64 ulp toward e (off the midpoint, still strictly between the two float32
+       neighbours of s g); cast.
     """
     if g == 0:
         return np.zeros(np.shape(s), np.float32)
     g = np.float64(g)
     with np.errstate(over="ignore", invalid="ignore"):
-        t = s * 134217729.0
-        h = t - (t - s)
-        lo = s - h
-        x, y = h * g, lo * g
-        p = x + y
-        bb = p - x
-        e = (x - (p - bb)) + (y - bb)
-    cand = (e != 0) & is_f32_midpoint(p)
-    if cand.any():
-        p = p.copy()
-        p[cand] = np.nextafter(p[cand], np.where(e[cand] > 0, np.inf, -np.inf))
-    with np.errstate(over="ignore"):
+        p = s * g
         r = p.astype(np.float32)
-    return np.where(s == 0, np.float32(0), r).astype(np.float32)
+    cand = is_f32_midpoint(p)
+    if cand.any():
+        sc = s[cand]
+        with np.errstate(over="ignore", invalid="ignore"):
+            t = sc * 134217729.0
+            h = t - (t - sc)
+            x, y = h * g, (sc - h) * g
+            pc = x + y
+            bb = pc - x
+            e = (x - (pc - bb)) + (y - bb)
+            pc = np.where(e != 0, np.nextafter(pc, np.where(e > 0, np.inf, -np.inf)), pc)
+            r[cand] = pc.astype(np.float32)
+    zero = s == 0
+    if zero.any():
+        r[zero] = 0.0
+    return r
 
 
 def tiles(m: int, n: int, size: int):
@@ -216,16 +252,23 @@ def pair_step_dots(a_rows: np.ndarray, b_rows: np.ndarray, width: int) -> np.nda
 
 
 __all__ = [
+    "F32_EMIN",
+    "MARGIN",
+    "F32_LSB_MIN",
+    "F32_SIG",
     "MAX_TERMS",
     "f32_exp_lsb",
     "fma32_f64",
+    "cauchy_bound",
     "is_f32_midpoint",
+    "magnitude_bound",
     "pair_step_dots",
     "pow2",
     "round_f32",
     "round_product_f32",
     "rz_f32",
     "segment_reduce",
+    "square_sums",
     "step_dots",
     "tiles",
     "upper_bound",

@@ -27,6 +27,7 @@ from fp4spec.accumulator_models import BF16, FP32, AccumulatorModel, Carrier, Ma
 
 from .gemm_core import (
     BAD,
+    POS,
     Operand,
     canonical,
     element_stats,
@@ -39,29 +40,41 @@ from .gemm_core import (
     scale_stats,
     scaled_values,
 )
-from .gemm_float import f32_exp_lsb, fma32_f64, pow2, segment_reduce, tiles, upper_bound
+from .gemm_float import F32_LSB_MIN, F32_SIG, cauchy_bound, f32_exp_lsb, magnitude_bound, fma32_f64, pow2, segment_reduce, square_sums, tiles, upper_bound
 
 #: K elements per chunk of the float32 chain.
 CHUNK = 256
 #: Outputs per tile.
-TILE = 1 << 15
+TILE = 1 << 16
 
 
 @dataclasses.dataclass
 class ChainSide:
-    """One operand of an FMA chain: its factors and their smallest lsb per chunk."""
+    """One operand of an FMA chain: its factors, their smallest lsb and a magnitude bound
+    per chunk."""
 
     vals: np.ndarray     # (R, K) float64 factors, 0 where not finite
-    absvals: np.ndarray
-    lo: np.ndarray       # (R, chunks) int64; -BAD where a factor is not finite (never provable)
+    lo: np.ndarray       # (R, chunks) int64; very negative where a factor is not finite (never provable)
+    mag: np.ndarray      # (R, chunks) int64: every |factor| of the chunk is below 2^mag
+    sq: np.ndarray       # (R, chunks) float64: sums of squares of the factors per chunk
+    _abs: np.ndarray | None = None
+
+    @property
+    def absvals(self) -> np.ndarray:
+        """|vals| (computed when first needed)."""
+        if self._abs is None:
+            self._abs = np.abs(self.vals)
+        return self._abs
 
 
-def chain_side(vals: np.ndarray, lo: np.ndarray, units_per_chunk: int) -> ChainSide:
-    """A ChainSide from float64 factors and the smallest lsb of each run of elements (R, U):
-    POS for no nonzero factor, -BAD where a factor is not finite."""
+def chain_side(vals: np.ndarray, lo: np.ndarray, mag: np.ndarray, units_per_chunk: int) -> ChainSide:
+    """A ChainSide from float64 factors and, per run of elements (R, U), the smallest lsb
+    (POS for no nonzero factor, -BAD where one is not finite) and a magnitude bound."""
     if not np.isfinite(vals).all():
         vals = np.where(np.isfinite(vals), vals, 0.0)
-    return ChainSide(vals, np.abs(vals), segment_reduce(lo, units_per_chunk, np.minimum))
+    chunk = vals.shape[1] // lo.shape[1] * units_per_chunk
+    return ChainSide(vals, segment_reduce(lo, units_per_chunk, np.minimum),
+                     segment_reduce(mag, units_per_chunk, np.maximum), square_sums(vals, chunk))
 
 
 def rounded_chain_side(op: Operand, carrier: Carrier, chunk: int):
@@ -69,40 +82,48 @@ def rounded_chain_side(op: Operand, carrier: Carrier, chunk: int):
     ``carrier(a sa)`` (:func:`~.gemm_fdpa_terms.rounded_operand`'s reasoning for the lsbs)."""
     if rounding_is_exact(op, carrier):
         unit = math.gcd(chunk, op.block)
-        _, lo = element_stats(op, unit)
+        hi, lo = element_stats(op, unit)
         se, sl = scale_stats(op)
         lo = lo + per_unit(np.where(se == BAD, -BAD, sl), op.block, unit)
         vals = scaled_values(op)
-        return chain_side(vals, lo, chunk // unit), vals
+        return chain_side(vals, lo, hi + per_unit(se, op.block, unit) + 2, chunk // unit), vals
     x = operands_rounded(op, carrier)
     e, lsb = f32_exp_lsb(x)
     vals = x.astype(np.float64)
-    return chain_side(vals, np.where(e == BAD, -BAD, lsb), chunk), vals
+    return chain_side(vals, np.where(e == BAD, -BAD, lsb), e + 1, chunk), vals
 
 
 def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, steps: Callable,
-              extra_ok: Callable | None = None) -> np.ndarray:
-    """The chain of the module docstring, (M, N) float32 from ``acc0``. ``steps(mi, ni, k0,
-    k1, acc)`` runs the chain's K range [k0, k1) one term at a time for output pairs;
-    ``extra_ok(rows, cols, ci)`` adds a model's own condition for chunk ci (a boolean
-    array of the tile's shape) or is None."""
+              extra_ok: Callable | None = None, acc0_zero: bool = False) -> np.ndarray:
+    """The chain of the module docstring, (M, N) float32 from ``acc0`` (``acc0_zero``: +0
+    everywhere). ``steps(mi, ni, k0, k1, acc)`` runs the chain's K range [k0, k1) one term
+    at a time for output pairs; ``extra_ok(rows, cols, ci)`` adds a model's own condition
+    for chunk ci (True, or a boolean array of the tile's shape) or is None."""
     m, n = acc0.shape
     k = a.vals.shape[1]
     out = np.empty((m, n), np.float32)
     neg_zero = bool(np.any((acc0 == 0) & np.signbit(acc0)))
     for rows, cols in tiles(m, n, TILE):
         acc = acc0[rows, cols].astype(np.float64)
-        lsb_acc = exp_lsb(acc)[1]
+        lsb_acc = POS if acc0_zero else exp_lsb(acc)[1]      # a lower bound of lsb(acc)
         for ci, k0 in enumerate(range(0, k, chunk)):
             ks = slice(k0, min(k, k0 + chunk))
-            lo = np.minimum(a.lo[rows, ci, None] + b.lo[None, cols, ci], lsb_acc)
-            d_abs = a.absvals[rows, ks] @ b.absvals[cols, ks].T
-            ok = (lo >= -149) & (upper_bound(d_abs, np.abs(acc)) < pow2(np.minimum(lo + 24, 128)))
+            acc_max = 0.0 if acc0_zero and ci == 0 else float(np.abs(acc).max(initial=0.0))
+            cheap = min(magnitude_bound(a.mag[rows, ci], b.mag[cols, ci], ks.stop - ks.start, acc_max),
+                        cauchy_bound(a.sq[rows, ci], b.sq[cols, ci], acc_max))
+
+            def bound(acc=acc, ks=ks):
+                return upper_bound(a.absvals[rows, ks] @ b.absvals[cols, ks].T, np.abs(acc))
+
+            ok, lo = _provable(a.lo[rows, ci], b.lo[cols, ci], lsb_acc, cheap, bound)
             if neg_zero:
-                ok &= ~((acc == 0) & np.signbit(acc))
+                ok = ok & ~((acc == 0) & np.signbit(acc))
             if extra_ok is not None:
-                ok &= extra_ok(rows, cols, ci)
+                ok = ok & extra_ok(rows, cols, ci)
             d = a.vals[rows, ks] @ b.vals[cols, ks].T
+            if ok is True:
+                acc, lsb_acc = acc + d + 0.0, lo
+                continue
             acc = np.where(ok, acc + d + 0.0, acc)
             lsb_acc = np.where(ok, lo, lsb_acc)
             if not ok.all():
@@ -112,6 +133,24 @@ def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, steps: C
                 lsb_acc[fi, fj] = exp_lsb(new)[1]
         out[rows, cols] = acc
     return out
+
+
+def _provable(la, lb, lsb_acc, cheap: float, bound: Callable):
+    """(ok, lo): ok True when every output of the tile is provable for the chunk (lo then a
+    scalar lower bound of every lo), else a boolean array (lo an array). ``cheap``: an upper
+    bound of |acc| + sum |x y| for the whole tile; ``bound()``: such bounds per output."""
+    lo0 = min(int(la.min(initial=POS)) + int(lb.min(initial=POS)), int(np.min(lsb_acc)))
+    if lo0 >= F32_LSB_MIN:
+        limit = float(pow2(np.int64(min(lo0 + F32_SIG, 128))))
+        if cheap < limit:
+            return True, lo0
+        per_output = bound()
+        if float(per_output.max(initial=0.0)) < limit:
+            return True, lo0
+    else:
+        per_output = bound()
+    lo = np.minimum(la[:, None] + lb[None, :], lsb_acc)
+    return (lo >= F32_LSB_MIN) & (per_output < pow2(np.minimum(lo + F32_SIG, 128))), lo
 
 
 def fma_steps(xa: np.ndarray, xb: np.ndarray) -> Callable:
@@ -134,7 +173,7 @@ def matmul_fma(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorMo
     car = FP32 if model.scales == "fp32_operand" else BF16
     sa, xa = rounded_chain_side(a, car, CHUNK)
     sb, xb = rounded_chain_side(b, car, CHUNK)
-    acc = fma_chain(sa, sb, initial(ops), CHUNK, fma_steps(xa, xb))
+    acc = fma_chain(sa, sb, initial(ops), CHUNK, fma_steps(xa, xb), acc0_zero=ops.c is None)
     return canonical(epilogue(acc, ops.g), model)
 
 
