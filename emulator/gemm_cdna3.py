@@ -89,6 +89,12 @@ def cdna3_step(n, e, zero, pa, pb, d, model: AccumulatorModel) -> np.ndarray:
     return step_zero(round_int_to_f32(s2 + c2, e2 - F2, model.final_rounding), model)
 
 
+def stage_a_width_limit(model: AccumulatorModel, block: int) -> int:
+    """W_max of the module docstring: min(F, F2 - B - 1, Fc - B - 1, 22 - B), B = ceil(log2 block)."""
+    b = math.ceil(math.log2(block))
+    return min(model.frac_bits, model.realign_bits - b - 1, model.c_frac_bits - b - 1, 22 - b)
+
+
 def _sides(op: Operand, model: AccumulatorModel, chunk: int):
     """(w, stage B's ChainSide): w = hi - lo of the row's nonzero unscaled elements per chunk
     (very negative if none); the ChainSide holds the factors a * sa, with the smallest lsb
@@ -116,8 +122,7 @@ def matmul_fdpa2(a: Operand, b: Operand, ops: MatmulOperands, model: Accumulator
                 + model.realign_bits - model.frac_bits + 1, model.name)
     blk, G = a.block, model.group_size
     chunk = blk * max(1, 256 // blk)
-    B = math.ceil(math.log2(blk))
-    w_max = min(model.frac_bits, model.realign_bits - B - 1, model.c_frac_bits - B - 1, 22 - B)
+    w_max = stage_a_width_limit(model, blk)
     wa, side_a = _sides(a, model, chunk)
     wb, side_b = _sides(b, model, chunk)
     sa32, sb32 = a.scales.astype(np.float32), b.scales.astype(np.float32)
@@ -160,4 +165,4 @@ def _integer_d(a: Operand, b: Operand, ca, cb, mi, ni, k0, k1, model: Accumulato
     return np.array(out)
 
 
-__all__ = ["cdna3_step", "matmul_fdpa2"]
+__all__ = ["cdna3_step", "matmul_fdpa2", "stage_a_width_limit"]

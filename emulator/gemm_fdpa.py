@@ -159,18 +159,24 @@ def _pair_dots(a: Side, b: Side, rows, cols, fi, fj, ks, L) -> np.ndarray:
     return pair_step_dots(a.vals[fi + rows.start, ks], b.vals[fj + cols.start, ks], L) + 0.0
 
 
+def _tier2_tests(hi: np.ndarray, lo: np.ndarray, F: int, ez: int):
+    """Tier 2's tests per output pair and step from hi = hi_A + hi_B and lo = lo_A + lo_B:
+    (ok_a, q, t) with (a) ok_a, (b) c exact when c * q is an integer, (c) when |c| < t."""
+    v = np.maximum(hi, ez)
+    x = lo + F
+    q = pow2(F - np.clip(v, -400, 600))
+    t = pow2(np.where(x >= F32_EMIN, x + 1, F32_LSB_MIN - 1))
+    return x >= v, q, t
+
+
 def _steps(a: Side, b: Side, mi, ni, steps: range, acc: np.ndarray, dots, model: AccumulatorModel,
            step3: Callable) -> np.ndarray:
     """Tiers 2 and 3 for output pairs (mi, ni) over ``steps``, from accumulators ``acc``
     (float64 holding float32 values); ``dots`` from :func:`_pair_dots` (None: Tier 3 only)."""
-    F = model.frac_bits
-    sl = slice(steps.start, steps.stop)
     if dots is not None:
-        v = np.maximum(a.hi[mi, sl] + b.hi[ni, sl], e_zero(model))
-        x = a.lo[mi, sl] + b.lo[ni, sl] + F
-        ok_a = x >= v
-        q = pow2(F - np.clip(v, -400, 600))                     # (b): c * q is an integer
-        t = pow2(np.where(x >= F32_EMIN, x + 1, F32_LSB_MIN - 1))  # (c): |c| < t
+        sl = slice(steps.start, steps.stop)
+        ok_a, q, t = _tier2_tests(a.hi[mi, sl] + b.hi[ni, sl], a.lo[mi, sl] + b.lo[ni, sl], model.frac_bits,
+                                  e_zero(model))
     for j, s in enumerate(steps):
         if dots is not None:
             cq = acc * q[:, j]

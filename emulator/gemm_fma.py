@@ -102,7 +102,7 @@ def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, steps: C
     m, n = acc0.shape
     k = a.vals.shape[1]
     out = np.empty((m, n), np.float32)
-    neg_zero = bool(np.any((acc0 == 0) & np.signbit(acc0)))
+    neg_zero = has_negative_zero(acc0)
     for rows, cols in tiles(m, n, TILE):
         acc = acc0[rows, cols].astype(np.float64)
         lsb_acc = POS if acc0_zero else exp_lsb(acc)[1]      # a lower bound of lsb(acc)
@@ -133,6 +133,11 @@ def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, steps: C
                 lsb_acc[fi, fj] = exp_lsb(new)[1]
         out[rows, cols] = acc
     return out
+
+
+def has_negative_zero(acc: np.ndarray) -> bool:
+    """Whether an accumulator holds -0 (then the chain's -0 rule needs the per-term path)."""
+    return bool(np.any((acc == 0) & np.signbit(acc)))
 
 
 def _provable(la, lb, lsb_acc, cheap: float, bound: Callable):
