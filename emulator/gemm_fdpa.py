@@ -52,7 +52,7 @@ import numpy as np
 
 from fp4spec.accumulator_models import BF16, FP32, AccumulatorModel, MatmulOperands, get_accumulator
 
-from .gemm_core import POS, SENT, Operand, bits, canonical, e_zero, epilogue, exp_lsb, initial
+from .gemm_core import POS, SENT, Operand, bits, canonical, e_zero, epilogue, exp_lsb, initial, operands_rounded
 from .gemm_fdpa_terms import (
     Side,
     group_side,
@@ -64,6 +64,7 @@ from .gemm_fdpa_terms import (
     product_step,
     rounded_operand,
 )
+from . import gemm_float
 from .gemm_float import F32_EMIN, F32_LSB_MIN, F32_SIG, cauchy_bound, magnitude_bound, pair_step_dots, pow2, round_f32, segment_reduce, step_dots, tiles, upper_bound
 
 #: K elements per Tier-1 chunk (rounded to whole steps).
@@ -83,7 +84,7 @@ def fdpa_chain(a: Side, b: Side, acc0: np.ndarray, model: AccumulatorModel, step
     S = a.hi.shape[1]
     L = a.vals.shape[1] // S if S else 1
     F = model.frac_bits
-    fast = F >= 23 and F + w + bits(n_terms) + 1 <= 53
+    fast = F >= 23 and F + w + bits(n_terms) + 1 <= 53 and m * n * a.vals.shape[1] >= gemm_float.SMALL_WORK
     spc = max(1, CHUNK // L)
     chunks = [(s0, min(S, s0 + spc)) for s0 in range(0, S, spc)]
     hia, hib = segment_reduce(a.hi, spc, np.maximum), segment_reduce(b.hi, spc, np.maximum)
@@ -201,21 +202,42 @@ def _steps(a: Side, b: Side, mi, ni, steps: range, acc: np.ndarray, dots, model:
 def matmul_fdpa(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorModel) -> np.ndarray:
     """``fdpa``: chained fused steps, then the epilogue fp32(acc * g)."""
     acc0 = initial(ops)
+    small = ops.m * ops.n * a.values.shape[1] < gemm_float.SMALL_WORK
+    zero = ops.c is None
     if model.scales == "group":
         step3 = group_step(a, b, model)
-        acc = fdpa_chain(group_side(a, model), group_side(b, model), acc0, model, step3,
-                         group_w(a, b, model), model.k_step // model.group_size, ops.c is None)
+        if small:
+            acc = _integer_chain(acc0, model, step3, a.values.shape[1])
+        else:
+            acc = fdpa_chain(group_side(a, model), group_side(b, model), acc0, model, step3,
+                             group_w(a, b, model), model.k_step // model.group_size, zero)
         acc = np.where(np.isnan(acc0), np.float32(np.nan), acc)
     elif model.scales == "product":
         step3 = product_step(a, b, model)
-        acc = fdpa_chain(product_side(a, model), product_side(b, model), acc0, model, step3, 4, model.k_step,
-                         ops.c is None)
+        if small:
+            acc = _integer_chain(acc0, model, step3, a.values.shape[1])
+        else:
+            acc = fdpa_chain(product_side(a, model), product_side(b, model), acc0, model, step3, 4, model.k_step,
+                             zero)
     else:
         car = FP32 if model.scales == "fp32_operand" else BF16
-        sa, xa = rounded_operand(a, car, model.k_step)
-        sb, xb = rounded_operand(b, car, model.k_step)
-        acc = fdpa_chain(sa, sb, acc0, model, operand_step(xa, xb, car, model), 2, model.k_step, ops.c is None)
+        if small:
+            step3 = operand_step(operands_rounded(a, car), operands_rounded(b, car), car, model)
+            acc = _integer_chain(acc0, model, step3, a.values.shape[1])
+        else:
+            sa, xa = rounded_operand(a, car, model.k_step)
+            sb, xb = rounded_operand(b, car, model.k_step)
+            acc = fdpa_chain(sa, sb, acc0, model, operand_step(xa, xb, car, model), 2, model.k_step, zero)
     return canonical(epilogue(acc, ops.g), model)
+
+
+def _integer_chain(acc0: np.ndarray, model: AccumulatorModel, step3: Callable, k: int) -> np.ndarray:
+    """Every step by the integer algorithm, for all outputs at once (small problems)."""
+    mi, ni = (x.ravel() for x in np.indices(acc0.shape))
+    acc = acc0.ravel()
+    for s in range(k // model.k_step):
+        acc = step3(mi, ni, s, acc)
+    return acc.reshape(acc0.shape)
 
 
 def model_dot(a, b, acc, accumulator="sm90-bf16") -> np.ndarray:

@@ -96,33 +96,50 @@ def product_side(op: Operand, model: AccumulatorModel) -> Side:
     return _side(scaled_values(op), hi, lo, hi + 2, model.k_step // unit, finite=not np.isnan(op.scales).any())
 
 
+def _once(make: Callable) -> Callable:
+    """``make()`` computed on the first call and kept (the integer path's full-operand arrays,
+    built only when some output needs that path)."""
+    kept = []
+
+    def get():
+        if not kept:
+            kept.append(make())
+        return kept[0]
+
+    return get
+
+
 def product_step(a: Operand, b: Operand, model: AccumulatorModel) -> Callable:
-    """The integer step on output pairs for ``"product"`` scales (with the int64 bound
-    check of :func:`_check_product`)."""
+    """The integer step on output pairs for ``"product"`` scales (terms split as the module
+    docstring of :mod:`.gemm_core` says; the int64 bound of :func:`~.gemm_core.fused` checked
+    here, refusing what it cannot prove)."""
     ca, cb = element_carrier(model, a.element), element_carrier(model, b.element)
     sca, scb = format_carrier(a.scale_format), format_carrier(b.scale_format)
     pa, pb = ca.man_bits + sca.man_bits, cb.man_bits + scb.man_bits
-    va, vb = scaled_values(a), scaled_values(b)
     ma_max = max_significand(present_values(a.values, a.codes, a.element.values), ca) * max_significand(a.scales, sca)
     mb_max = max_significand(present_values(b.values, b.codes, b.element.values), cb) * max_significand(b.scales, scb)
     check_bound(bits(ma_max * mb_max) + max(model.frac_bits - pa - pb, 0) + bits(model.k_step + 1), model.name)
     L = model.k_step
 
-    def terms(op, car, mi, ks):
-        m, e, z = decompose(op.values[mi, ks], car)
-        blk = np.arange(ks.start, ks.stop) // op.block
-        sc = op.scales[mi][:, blk]
-        sm, se, sz = decompose(np.where(np.isnan(sc), 0.0, sc), format_carrier(op.scale_format))
+    def terms(op, car, scar):
+        """(significand, exponent, zero) of every element times its scale, (R, K), and the
+        float64 products (NaN for a NaN scale) for the special-value check."""
+        m, e, z = decompose(op.values, car)
+        sc = op.scales
+        sm, se, sz = decompose(np.where(np.isnan(sc), 0.0, sc), scar)
+        sm, se, sz = (np.repeat(x, op.block, axis=1) for x in (sm, se, sz))
         zz = z | sz
-        return m * sm, np.where(zz, _I64(SENT), e + se), zz
+        return m * sm, np.where(zz, _I64(SENT), e + se), zz, scaled_values(op)
+
+    ta, tb = _once(lambda: terms(a, ca, sca)), _once(lambda: terms(b, cb, scb))
 
     def step(mi, ni, s, acc):
         ks = slice(s * L, (s + 1) * L)
-        ma, ea, za = terms(a, ca, mi, ks)
-        mb, eb, zb = terms(b, cb, ni, ks)
+        ma, ea, za, va = (x[mi, ks] for x in ta())
+        mb, eb, zb, vb = (x[ni, ks] for x in tb())
         e = ea + eb
         new = fused([(ma * mb, e - pa - pb, e, za | zb)], f32_terms(acc), model)
-        return _special(new, va[mi, ks], vb[ni, ks], acc)
+        return _special(new, va, vb, acc)
 
     return step
 
@@ -233,24 +250,22 @@ def operand_step(xa, xb, carrier: Carrier, model: AccumulatorModel) -> Callable:
     L = model.k_step
     check_bound(2 * (carrier.man_bits + 1) + max(model.frac_bits - 2 * carrier.man_bits, 0) + bits(L + 1),
                 model.name)
-    cache = {}
 
-    def values():
-        if not cache:
-            with np.errstate(invalid="ignore"):
-                cache["a"] = (xa() if callable(xa) else xa).astype(np.float64)
-                cache["b"] = (xb() if callable(xb) else xb).astype(np.float64)
-        return cache["a"], cache["b"]
+    def terms(x):
+        with np.errstate(invalid="ignore"):
+            v = (x() if callable(x) else x).astype(np.float64)
+        m, e, z = decompose(np.where(np.isfinite(v), v, 0.0), carrier)
+        return m, e, z, v
+
+    ta, tb = _once(lambda: terms(xa)), _once(lambda: terms(xb))
 
     def step(mi, ni, s, acc):
         ks = slice(s * L, (s + 1) * L)
-        va, vb = values()
-        a, b = va[mi, ks], vb[ni, ks]
-        ma, ea, za = decompose(np.where(np.isfinite(a), a, 0.0), carrier)
-        mb, eb, zb = decompose(np.where(np.isfinite(b), b, 0.0), carrier)
+        ma, ea, za, va = (x[mi, ks] for x in ta())
+        mb, eb, zb, vb = (x[ni, ks] for x in tb())
         e = ea + eb
         new = fused([(ma * mb, e - 2 * carrier.man_bits, e, za | zb)], f32_terms(acc), model)
-        return _special(new, a, b, acc)
+        return _special(new, va, vb, acc)
 
     return step
 

@@ -37,6 +37,9 @@ _I64 = np.int64
 _TINY32 = 2.0 ** -126
 _LOW29 = _I64((1 << 29) - 1)
 _MID29 = _I64(1 << 28)
+#: Multiply-adds (M N K) below which a GEMM goes to the integer algorithms directly: for
+#: such small problems the fast paths' set-up costs more than it saves.
+SMALL_WORK = 1 << 12
 #: float32's significant bits, smallest lsb (subnormal spacing) and smallest normal exponent.
 F32_SIG = 24
 F32_LSB_MIN = -149
@@ -109,7 +112,7 @@ def magnitude_bound(mag_a: np.ndarray, mag_b: np.ndarray, terms: int, acc_max: f
 def pow2(e: np.ndarray) -> np.ndarray:
     """2^e as float64 for int64 exponents, built from the bits: exact for -1022 <= e <= 1023,
     +Inf above; 2^-1022 below (callers compare with it only where e >= -1022)."""
-    return ((np.clip(e, -1022, 1024) + 1023) << 52).view(np.float64)
+    return ((np.minimum(np.maximum(e, -1022), 1024) + 1023) << 52).view(np.float64)
 
 
 def rz_f32(s: np.ndarray) -> np.ndarray:
@@ -254,6 +257,7 @@ def pair_step_dots(a_rows: np.ndarray, b_rows: np.ndarray, width: int) -> np.nda
 __all__ = [
     "F32_EMIN",
     "MARGIN",
+    "SMALL_WORK",
     "F32_LSB_MIN",
     "F32_SIG",
     "MAX_TERMS",

@@ -40,6 +40,7 @@ from .gemm_core import (
     scale_stats,
     scaled_values,
 )
+from . import gemm_float
 from .gemm_float import F32_LSB_MIN, F32_SIG, cauchy_bound, f32_exp_lsb, magnitude_bound, fma32_f64, pow2, segment_reduce, square_sums, tiles, upper_bound
 
 #: K elements per chunk of the float32 chain.
@@ -103,6 +104,12 @@ def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, steps: C
     k = a.vals.shape[1]
     out = np.empty((m, n), np.float32)
     neg_zero = has_negative_zero(acc0)
+    if m * n * k < gemm_float.SMALL_WORK:
+        rows, cols = np.nonzero(np.ones((m, n), bool))
+        acc = acc0.astype(np.float64).ravel()
+        for k0 in range(0, k, chunk):
+            acc = steps(rows, cols, k0, min(k, k0 + chunk), acc)
+        return acc.reshape(m, n).astype(np.float32)
     for rows, cols in tiles(m, n, TILE):
         acc = acc0[rows, cols].astype(np.float64)
         lsb_acc = POS if acc0_zero else exp_lsb(acc)[1]      # a lower bound of lsb(acc)

@@ -440,6 +440,12 @@ def _representable(v, carrier: Carrier) -> bool:
     return (v * Fraction(2) ** (carrier.man_bits - e)).denominator == 1
 
 
+@functools.lru_cache(maxsize=4096)
+def _code_representable(fmt, code: int, carrier: Carrier) -> bool:
+    """:func:`_representable` of one element code (cached: the check runs per matmul call)."""
+    return _representable(fmt.decode_exact(code), carrier)
+
+
 # -- operand checks (shared by the reference and the emulator) ----------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -551,8 +557,8 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
             fmt = q.scheme.element
             car = element_carrier(model, fmt)
             for code in np.unique(np.asarray(q.codes)):
-                v = fmt.decode_exact(int(code))
-                if not _representable(v, car):
+                if not _code_representable(fmt, int(code), car):
+                    v = fmt.decode_exact(int(code))
                     raise ValueError(f"{arg}: element value {float(v):g} ({fmt.name} code 0x{int(code):02X}) is "
                                      f"not representable in {car.name}, the FP8 type of {model.name!r}")
     m, n = qa.shape[0], qb.shape[0]

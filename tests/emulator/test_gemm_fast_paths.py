@@ -35,6 +35,13 @@ MODELS = tuple(accumulators)
 F32 = np.float32
 
 
+@pytest.fixture(autouse=True)
+def tiered(monkeypatch):
+    """The operands here are small: without this, GEMMs below SMALL_WORK multiply-adds go to
+    the integer algorithms directly and the fast paths would not be tested."""
+    monkeypatch.setattr(gemm_float, "SMALL_WORK", 0)
+
+
 def assert_same(got, want, msg=""):
     got, want = np.asarray(got, F32), np.asarray(want, F32)
     assert got.shape == want.shape, msg
@@ -380,12 +387,17 @@ def _random_case(seed: int, model_name: str):
 
 
 @pytest.mark.parametrize("model", MODELS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2 ** 32 - 1))
 def test_random_spreads_equal_the_reference(model, seed):
     qa, qb, c = _random_case(seed, model)
-    assert_same(matmul(qa, qb, accumulator=model, c=c), ref.matmul_reference(qa, qb, accumulator=model, c=c),
-                f"{model} seed={seed}")
+    want = ref.matmul_reference(qa, qb, accumulator=model, c=c)
+    assert_same(matmul(qa, qb, accumulator=model, c=c), want, f"{model} seed={seed}")
+    small, gemm_float.SMALL_WORK = gemm_float.SMALL_WORK, 1 << 40       # the integer algorithms alone
+    try:
+        assert_same(matmul(qa, qb, accumulator=model, c=c), want, f"{model} seed={seed}, integer path")
+    finally:
+        gemm_float.SMALL_WORK = small
 
 
 def _counting(monkeypatch):
