@@ -9,8 +9,9 @@ one rounding the model makes), and hands whatever it cannot prove to the integer
 (exact integer arithmetic on aligned significands, as :mod:`.gemm_core` describes),
 vectorized over the outputs that need them. Each module proves its claims:
 
-* :mod:`.gemm_float` -- the float64 facts (exact products and sums, BLAS magnitude bounds,
-  float32 rounding of float64 values) and their building blocks;
+* :mod:`.gemm_float` -- the float64 facts (exact products and sums, magnitude bounds,
+  float32 rounding of float64 values) and their building blocks; :mod:`.gemm_stats` -- the
+  exponents and lsbs of the operands that the exactness tests read;
 * ``exact`` -- :mod:`.gemm_exact`: one BLAS product of the scaled operands, rounded once;
   the integer algorithm (Python integers where int64 does not fit) for outputs whose terms
   span more than 53 bits;
@@ -24,10 +25,11 @@ vectorized over the outputs that need them. Each module proves its claims:
 * ``fdpa2`` (``cdna3-fp8``) -- :mod:`.gemm_cdna3`: the exact block dot products, then the FMA
   chain as for ``fp32``.
 
-Typical data (random FP4 operands, K in the thousands) takes the first tier almost
-everywhere; adversarial data (scales 2^-127 next to 2^127, subnormal results, exact
-cancellations at the truncation width) takes the integer paths, which are the earlier
-emulator's algorithms restricted to the outputs that need them.
+Typical data (random FP4 operands, K in the thousands) takes the first tier everywhere;
+adversarial data (scales 2^-127 next to 2^127, subnormal results, exact cancellations at the
+truncation width) takes the integer paths, which are the earlier emulator's algorithms
+restricted to the outputs that need them. Small problems (below
+:data:`~.gemm_float.SMALL_WORK` multiply-adds) run the integer paths alone.
 """
 
 from __future__ import annotations

@@ -27,6 +27,12 @@ is ``sum_{k in block} (a_k sa)(b_k sb)`` and a chunk of blocks is one BLAS produ
 scaled operands, under :mod:`.gemm_fma`'s proof. Other outputs run per block: d from the
 exact block dot (where stage A is exact) or from the integer steps (:func:`cdna3_step`),
 then :func:`~.gemm_float.fma32_f64`.
+
+The integer steps' bounds (:func:`cdna3_step`, int64): FP8 significands are below 2^4, a
+product's ``|N| < 2^8``, its left shift at most ``24 - 4``: each term is below 2^28, a half of
+8 terms below 2^31, the re-aligned sum below 2^32 and, after the 7-bit left shift to 31
+fractional bits, below 2^39; the accumulator at 24 bits is below 2^25, shifted by 7 below
+2^32. Checked from the operands' significands for other parameters.
 """
 
 from __future__ import annotations
@@ -38,27 +44,23 @@ import numpy as np
 from fp4spec.accumulator_models import AccumulatorModel, MatmulOperands, element_carrier
 
 from .gemm_core import (
-    BAD,
-    POS,
     SENT,
     Operand,
     bits,
     canonical,
     check_bound,
     decompose,
-    element_stats,
     epilogue,
     f32_terms,
     initial,
     max_significand,
     present_values,
     round_int_to_f32,
-    scale_stats,
-    scaled_values,
     shift_floor,
     shift_trunc,
     step_zero,
 )
+from .gemm_stats import BAD, POS, element_stats, scale_stats, scaled_values
 from .gemm_float import fma32_f64, pair_step_dots, segment_reduce
 from .gemm_fma import chain_side, fma_chain
 

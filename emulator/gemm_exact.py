@@ -23,9 +23,12 @@ Fast path (facts E1-E4 of :mod:`.gemm_float`):
 
 Outputs that are not provable (scales or elements spread over more than about 53 - log2 K
 bits in one row and column: E5M2 with its whole range, or scales 2^-127 next to 2^127) run
-the integer algorithm on the rows and columns that hold them (:func:`exact_integer`):
-per segment of constant scales an integer dot product (int64 when provable, else Python
-integers), the segments summed exactly at their exponents, one rounding.
+the integer algorithm, row by row on the columns that need it (:func:`exact_integer`):
+per segment of constant scales an integer dot product of the element integers (int64 when
+``max|a| max|b| segment < 2^62``, else Python integers), times the scale significands, the
+segments summed exactly at their exponents (int64 when the exponent range plus the
+significand bits fit 62 bits, else Python integers, still vectorized over the row), one
+rounding.
 """
 
 from __future__ import annotations
@@ -38,22 +41,18 @@ import numpy as np
 from fp4spec.accumulator_models import AccumulatorModel, MatmulOperands
 
 from .gemm_core import (
-    POS,
     SENT,
     Operand,
     bits,
     canonical,
-    element_stats,
     epilogue,
-    exp_lsb,
     f32_terms,
     initial,
     quantum_exponent,
     round_int_to_f32,
-    scale_stats,
     scale_terms,
-    scaled_values,
 )
+from .gemm_stats import POS, element_stats, exp_lsb, scale_stats, scaled_values
 from .gemm_float import MARGIN, cauchy_bound, magnitude_bound, pow2, round_product_f32, square_sums
 
 _I64 = np.int64

@@ -12,8 +12,10 @@ fast tiers are off otherwise; c then needs its own test).
 
 **Tier 1: a chunk of steps as one BLAS product.** With lo = min(lo_A + lo_B over the chunk,
 lsb(c)) and ``H = max over the chunk of hi_A + max of hi_B``: if H <= lo + F, e_zero <= lo + F,
-lo >= -149 and ``|c| + sum |T| < 2^min(lo + 24, 128)`` (E3, from a second BLAS product on
-|A|, |B|), the chunk's result is c + sum T = c + A B^T (BLAS, exact by E2), and +0 if zero.
+lo >= -149 and ``|c| + sum |T| < 2^min(lo + 24, 128)`` (E5's bounds for the tile, else
+E3's BLAS product on |A|, |B| per output), the chunk's result is c + sum T = c + A B^T
+(BLAS, exact by E2), and +0 if zero. The test runs first for the whole tile with its worst
+row and column (the smallest lo, the largest H), then per output.
 Proof, by induction over the steps: the accumulator entering a step is c plus the terms so
 far, a multiple of 2^lo below 2^(lo + 24) in magnitude. So its exponent is at most lo + 23
 (lo >= -149 keeps that true for float32 subnormals, whose exponent is -126), and every
@@ -41,7 +43,8 @@ and accumulators, MMA-Sim's float64 special-value check, the ``group`` model's i
 accumulator), vectorized over those pairs.
 
 The ``group`` model's NaN (a NaN scale anywhere in the row or column, or a NaN c) is set
-at the end: once NaN, the accumulator stays NaN.
+at the end: once NaN, the accumulator stays NaN. Problems below
+:data:`~.gemm_float.SMALL_WORK` multiply-adds run Tier 3 alone.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ import numpy as np
 
 from fp4spec.accumulator_models import BF16, FP32, AccumulatorModel, MatmulOperands, get_accumulator
 
-from .gemm_core import POS, SENT, Operand, bits, canonical, e_zero, epilogue, exp_lsb, initial, operands_rounded
+from .gemm_core import SENT, Operand, bits, canonical, e_zero, epilogue, initial, operands_rounded
+from .gemm_stats import POS, exp_lsb
 from .gemm_fdpa_terms import (
     Side,
     group_side,
@@ -65,7 +69,20 @@ from .gemm_fdpa_terms import (
     rounded_operand,
 )
 from . import gemm_float
-from .gemm_float import F32_EMIN, F32_LSB_MIN, F32_SIG, cauchy_bound, magnitude_bound, pair_step_dots, pow2, round_f32, segment_reduce, step_dots, tiles, upper_bound
+from .gemm_float import (
+    F32_EMIN,
+    F32_LSB_MIN,
+    F32_SIG,
+    cauchy_bound,
+    magnitude_bound,
+    pair_step_dots,
+    pow2,
+    round_f32,
+    segment_reduce,
+    step_dots,
+    tiles,
+    upper_bound,
+)
 
 #: K elements per Tier-1 chunk (rounded to whole steps).
 CHUNK = 256

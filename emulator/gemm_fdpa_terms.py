@@ -16,6 +16,22 @@ bound ``lo`` of lsb of the A part of T over the step's nonzero terms, so that fo
 of output (m, n) in step s: ``e(T) <= hi_A[m, s] + hi_B[n, s]`` and ``lsb(T) >= lo_A[m, s] +
 lo_B[n, s]`` (for a group, lsb of a sum of products is at least the smallest lsb of its
 elements' products). ``w`` is the exponent bound of the list above: |T| < 2^(e(T) + w).
+Each Side also holds ``mag`` (every |factor| < 2^mag) and sums of squares per step, for
+the magnitude bounds (E5 of :mod:`.gemm_float`).
+
+The integer step (Tier 3) splits each term as ``N * 2^x`` with assigned exponent e and sums
+``trunc(N * 2^(x + F - e_max))`` in int64 (:func:`~.gemm_core.fused`). Bounds (|.| < 2^62,
+each checked from the operands' significands when the step is built, which refuses
+(NotImplementedError, pointing to the scalar reference) what it cannot prove):
+
+* ``"group"``: E2M1 elements times 2 are integers of magnitude <= 12, so a group sum of 16
+  products is ``|D| <= 16 * 144 = 2304 < 2^12``; UE4M3 significands are integers < 16
+  (E8M0: 1), so ``|N| < 2^12 * 2^8 = 2^20``; the largest left shift is ``F - 2 - 3 - 3 <=
+  35`` (``e(T) <= e_max``), so each term is below 2^55; the accumulator term is below ``2^24 *
+  2^(F - 23) = 2^36``; five terms sum to less than 2^58.
+* ``"product"`` / ``"*_operand"``: ``|N| < 2^(pa+1) 2^(pb+1) 2^(sa+1) 2^(sb+1)`` (element and
+  scale significand bits) and the left shift is at most ``F - pa - pb - sa - sb``, so each
+  term is below 2^(F + 4); 33 terms sum to less than 2^35.
 """
 
 from __future__ import annotations
@@ -29,27 +45,21 @@ import numpy as np
 from fp4spec.accumulator_models import AccumulatorModel, Carrier, element_carrier, format_carrier
 
 from .gemm_core import (
-    BAD,
-    POS,
     SENT,
     Operand,
     bits,
     check_bound,
     decompose,
-    element_stats,
     f32_terms,
     fp64_special,
     fused,
     max_significand,
     operands_rounded,
-    per_unit,
     present_values,
     quantum_exponent,
-    rounding_is_exact,
-    scale_stats,
     scale_terms,
-    scaled_values,
 )
+from .gemm_stats import BAD, POS, element_stats, per_unit, rounding_is_exact, scale_stats, scaled_values
 from .gemm_float import f32_exp_lsb, segment_reduce, square_sums
 
 _I64 = np.int64

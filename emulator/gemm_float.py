@@ -23,6 +23,15 @@ throughout, with u = 2^-53:
 * **E4 (float32 rounding of float64 values).** numpy's float64 -> float32 cast rounds to
   nearest even once, subnormals and overflow included; :func:`rz_f32` rounds toward zero.
   A value that is already a float32 is cast exactly.
+* **E5 (cheaper magnitude bounds).** With every |x_k| < 2^mag_x and |y_k| < 2^mag_y,
+  sum |x_k y_k| < n 2^(mag_x + mag_y) (:func:`magnitude_bound`); by Cauchy-Schwarz, sum
+  |x_k y_k| <= sqrt(sum x_k^2 sum y_k^2) (:func:`cauchy_bound`; the squares are exact, the
+  sums within E3's factor). Both are tried for a whole tile (its worst row and column)
+  before E3's BLAS product on |A| and |B| per output: on typical data the tile passes and
+  that second product is never computed.
+
+Problems of fewer than :data:`SMALL_WORK` multiply-adds skip the fast paths (their set-up
+costs more than it saves there).
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ import math
 
 import numpy as np
 
-from .gemm_core import BAD, POS, SENT, exp_lsb, fma32
+from .gemm_core import SENT, fma32
+from .gemm_stats import BAD, POS, exp_lsb
 
 _I64 = np.int64
 _TINY32 = 2.0 ** -126

@@ -4,15 +4,17 @@ where no step rounds.
 ``acc <- fma32(x_k, y_k, acc)`` for k ascending rounds once per term. Over a chunk of terms
 (:data:`CHUNK`) an output is *provable* when, with lo = min(lo_A + lo_B over the chunk,
 lsb(acc)) (lo_A: the smallest lsb of A's nonzero factors in the chunk),
-lo >= -149, acc != -0 and ``|acc| + sum |x_k y_k| < 2^min(lo + 24, 128)`` (E3 of
-:mod:`.gemm_float`, from a BLAS product on |A|, |B|). Then every partial sum is a multiple of
+lo >= -149, acc != -0 and ``|acc| + sum |x_k y_k| < 2^min(lo + 24, 128)`` (E5 of
+:mod:`.gemm_float` for the whole tile, else E3's BLAS product on |A|, |B| per output).
+Then every partial sum is a multiple of
 2^lo below 2^(lo + 24): a float32 (lo >= -149 covers the subnormals, and it is below 2^128),
 so no FMA of the chunk rounds, and the chunk's result is acc + A B^T (BLAS, exact by E2),
 +0 if zero: an IEEE sum is -0 only when both addends are -0, and the accumulator is not -0.
 
 The other outputs run the FMAs one term at a time on the gathered pairs
 (:func:`~.gemm_float.fma32_f64`: float64 arithmetic and a cast, exact but for float32
-midpoints, which are recomputed).
+midpoints, which are recomputed); so do all outputs of problems below
+:data:`~.gemm_float.SMALL_WORK` multiply-adds.
 """
 
 from __future__ import annotations
@@ -25,23 +27,22 @@ import numpy as np
 
 from fp4spec.accumulator_models import BF16, FP32, AccumulatorModel, Carrier, MatmulOperands
 
-from .gemm_core import (
-    BAD,
-    POS,
-    Operand,
-    canonical,
-    element_stats,
-    epilogue,
-    exp_lsb,
-    initial,
-    operands_rounded,
-    per_unit,
-    rounding_is_exact,
-    scale_stats,
-    scaled_values,
-)
+from .gemm_core import Operand, canonical, epilogue, initial, operands_rounded
+from .gemm_stats import BAD, POS, element_stats, exp_lsb, per_unit, rounding_is_exact, scale_stats, scaled_values
 from . import gemm_float
-from .gemm_float import F32_LSB_MIN, F32_SIG, cauchy_bound, f32_exp_lsb, magnitude_bound, fma32_f64, pow2, segment_reduce, square_sums, tiles, upper_bound
+from .gemm_float import (
+    F32_LSB_MIN,
+    F32_SIG,
+    cauchy_bound,
+    f32_exp_lsb,
+    fma32_f64,
+    magnitude_bound,
+    pow2,
+    segment_reduce,
+    square_sums,
+    tiles,
+    upper_bound,
+)
 
 #: K elements per chunk of the float32 chain.
 CHUNK = 256
