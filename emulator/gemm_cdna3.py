@@ -61,8 +61,9 @@ from .gemm_core import (
     step_zero,
 )
 from .gemm_stats import BAD, POS, element_stats, scale_stats, scaled_values
-from .gemm_float import fma32_f64, pair_step_dots, segment_reduce
-from .gemm_fma import chain_side, fma_chain
+from .gemm_fdpa_terms import _once
+from .gemm_float import fma32_f64, pair_step_dots, segment_reduce, step_dots
+from .gemm_fma import PerTerm, chain_side, fma_chain
 
 _I64 = np.int64
 #: Scale exponents whose pairwise products are exact float32 values.
@@ -134,35 +135,69 @@ def matmul_fdpa2(a: Operand, b: Operand, ops: MatmulOperands, model: Accumulator
             return True
         return wa[rows, ci, None] + wb[None, cols, ci] <= w_max
 
-    def steps(mi, ni, k0, k1, acc):
-        ci = k0 // chunk
-        ks = slice(k0, k1)
-        d = pair_step_dots(a.values[mi, ks], b.values[ni, ks], blk)      # (blocks, P), exact where stage A is
-        slow = np.flatnonzero(wa[mi, ci] + wb[ni, ci] > w_max)
-        if len(slow):
-            d[:, slow] = _integer_d(a, b, ca, cb, mi[slow], ni[slow], k0, k1, model)
-        for j, b0 in enumerate(range(k0 // blk, k1 // blk)):
-            with np.errstate(all="ignore"):
-                s = (sa32[mi, b0] * sb32[ni, b0]).astype(np.float64)
-            acc = fma32_f64(d[j] + 0.0, s, acc)
+    terms_a = _once(lambda: decompose(a.values, ca))
+    terms_b = _once(lambda: decompose(b.values, cb))
+
+    def blocks(d, slow, da, db, s, k0, acc):
+        """Stage A's d where it is not exact (``slow``; ``da()``, ``db()`` give the decomposed
+        elements), then stage B's FMA per block."""
+        if np.any(slow):
+            d = np.where(slow, _integer_d(da(), db(), k0, d.shape[0], blk, (ca, cb), model), d)
+        for j in range(d.shape[0]):
+            acc = fma32_f64(d[j] + 0.0, s(k0 // blk + j), acc)
         return acc
 
-    acc = fma_chain(side_a, side_b, initial(ops), chunk, steps, exact_a, ops.c is None)
+    def pairs(mi, ni, k0, k1, acc):
+        ci, ks = k0 // chunk, slice(k0, k1)
+        d = pair_step_dots(a.values[mi, ks], b.values[ni, ks], blk)      # (blocks, P), exact where stage A is
+        def da():
+            return tuple(x[mi, ks] for x in terms_a())
+
+        def db():
+            return tuple(x[ni, ks] for x in terms_b())
+
+        return blocks(d, wa[mi, ci] + wb[ni, ci] > w_max, da, db, lambda j: _f32_product(sa32[mi, j], sb32[ni, j]),
+                      k0, acc)
+
+    def tile(rows, cols, k0, k1, acc):
+        ci, ks = k0 // chunk, slice(k0, k1)
+        d = step_dots(a.values[rows, ks], b.values[cols, ks], blk)        # (blocks, rows, cols)
+        def da():
+            return tuple(x[rows, None, ks] for x in terms_a())
+
+        def db():
+            return tuple(x[None, cols, ks] for x in terms_b())
+
+        slow = wa[rows, ci, None] + wb[None, cols, ci] > w_max
+        return blocks(d, slow, da, db, lambda j: _f32_product(sa32[rows, j, None], sb32[None, cols, j]), k0, acc)
+
+    acc = fma_chain(side_a, side_b, initial(ops), chunk, PerTerm(pairs, tile), exact_a, ops.c is None)
     return canonical(epilogue(acc, ops.g), model)
 
 
-def _integer_d(a: Operand, b: Operand, ca, cb, mi, ni, k0, k1, model: AccumulatorModel) -> np.ndarray:
-    """(blocks, P): stage A's d per block for output pairs, by the integer steps."""
-    ma, ea, za = decompose(a.values[mi, k0:k1], ca)
-    mb, eb, zb = decompose(b.values[ni, k0:k1], cb)
-    n, e, zero = ma * mb, ea + eb, za | zb
-    G, blk = model.group_size, a.block
+def _f32_product(x, y) -> np.ndarray:
+    """fp32(sa * sb) of float32 scales (NaN, 0 and Inf as IEEE gives them), as float64."""
+    with np.errstate(all="ignore"):
+        return (x * y).astype(np.float64)
+
+
+def _integer_d(da, db, k0, n_blocks, blk, carriers, model: AccumulatorModel) -> np.ndarray:
+    """(blocks, ...): stage A's d per block by the integer steps, from the decomposed
+    elements (M, e, zero) of A and B over K from k0, in shapes that broadcast (output pairs:
+    (P, K); a tile: (rows, 1, K) and (1, cols, K)); one group at a time."""
+    ca, cb = carriers
+    G = model.group_size
     out = []
-    for b0 in range(0, k1 - k0, blk):
-        d = np.zeros(len(mi), np.float32)
+    for b0 in range(0, n_blocks * blk, blk):
+        d = None
         for g0 in range(b0, b0 + blk, G):
             sl = slice(g0, g0 + G)
-            d = cdna3_step(n[:, sl], e[:, sl], zero[:, sl], ca.man_bits, cb.man_bits, d, model)
+            n = da[0][..., sl] * db[0][..., sl]
+            e = da[1][..., sl] + db[1][..., sl]
+            zero = da[2][..., sl] | db[2][..., sl]
+            if d is None:
+                d = np.zeros(n.shape[:-1], np.float32)
+            d = cdna3_step(n, e, zero, ca.man_bits, cb.man_bits, d, model)
         out.append(d.astype(np.float64))
     return np.array(out)
 

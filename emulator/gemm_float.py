@@ -180,6 +180,7 @@ def fma32_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         r = s.astype(np.float32)
     cand = ((s.view(_I64) & _LOW29) == _MID29) | (np.abs(s) < _TINY32)
     if cand.any():
+        a, b, c = np.broadcast_arrays(a, b, c)
         r[cand] = fma32(a[cand], b[cand], c[cand])
     return r.astype(np.float64)
 

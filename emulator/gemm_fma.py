@@ -95,27 +95,37 @@ def rounded_chain_side(op: Operand, carrier: Carrier, chunk: int):
     return chain_side(vals, np.where(e == BAD, -BAD, lsb), e + 1, chunk), vals
 
 
-def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, steps: Callable,
+@dataclasses.dataclass(frozen=True)
+class PerTerm:
+    """The chain one term at a time over a K range [k0, k1): ``pairs(mi, ni, k0, k1, acc)``
+    for output pairs (acc of shape (P,)), ``tile(rows, cols, k0, k1, acc)`` for a whole tile
+    (rows and columns slices, acc (rows, cols)); accumulators are float64 holding float32
+    values."""
+
+    pairs: Callable
+    tile: Callable
+
+
+def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, per_term: PerTerm,
               extra_ok: Callable | None = None, acc0_zero: bool = False) -> np.ndarray:
     """The chain of the module docstring, (M, N) float32 from ``acc0`` (``acc0_zero``: +0
-    everywhere). ``steps(mi, ni, k0, k1, acc)`` runs the chain's K range [k0, k1) one term
-    at a time for output pairs; ``extra_ok(rows, cols, ci)`` adds a model's own condition
-    for chunk ci (True, or a boolean array of the tile's shape) or is None."""
+    everywhere). Outputs it cannot prove for a chunk run ``per_term`` (on their pairs, or on
+    the whole tile when more than a quarter of it needs it); ``extra_ok(rows, cols, ci)``
+    adds a model's own condition for chunk ci (True, or a boolean array of the tile's shape)
+    or is None."""
     m, n = acc0.shape
     k = a.vals.shape[1]
     out = np.empty((m, n), np.float32)
     neg_zero = has_negative_zero(acc0)
-    if m * n * k < gemm_float.SMALL_WORK:
-        rows, cols = np.nonzero(np.ones((m, n), bool))
-        acc = acc0.astype(np.float64).ravel()
-        for k0 in range(0, k, chunk):
-            acc = steps(rows, cols, k0, min(k, k0 + chunk), acc)
-        return acc.reshape(m, n).astype(np.float32)
+    small = m * n * k < gemm_float.SMALL_WORK
     for rows, cols in tiles(m, n, TILE):
         acc = acc0[rows, cols].astype(np.float64)
         lsb_acc = POS if acc0_zero else exp_lsb(acc)[1]      # a lower bound of lsb(acc)
         for ci, k0 in enumerate(range(0, k, chunk)):
             ks = slice(k0, min(k, k0 + chunk))
+            if small:
+                acc = per_term.tile(rows, cols, ks.start, ks.stop, acc)
+                continue
             acc_max = 0.0 if acc0_zero and ci == 0 else float(np.abs(acc).max(initial=0.0))
             cheap = min(magnitude_bound(a.mag[rows, ci], b.mag[cols, ci], ks.stop - ks.start, acc_max),
                         cauchy_bound(a.sq[rows, ci], b.sq[cols, ci], acc_max))
@@ -132,11 +142,17 @@ def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, steps: C
             if ok is True:
                 acc, lsb_acc = acc + d + 0.0, lo
                 continue
+            fail = ~ok
+            if fail.sum() * 4 > fail.size:
+                new = per_term.tile(rows, cols, ks.start, ks.stop, acc)
+                acc = np.where(ok, acc + d + 0.0, new)
+                lsb_acc = np.where(ok, lo, exp_lsb(new)[1])
+                continue
             acc = np.where(ok, acc + d + 0.0, acc)
             lsb_acc = np.where(ok, lo, lsb_acc)
-            if not ok.all():
-                fi, fj = np.nonzero(~ok)
-                new = steps(fi + rows.start, fj + cols.start, ks.start, ks.stop, acc[fi, fj])
+            if fail.any():
+                fi, fj = np.nonzero(fail)
+                new = per_term.pairs(fi + rows.start, fj + cols.start, ks.start, ks.stop, acc[fi, fj])
                 acc[fi, fj] = new
                 lsb_acc[fi, fj] = exp_lsb(new)[1]
         out[rows, cols] = acc
@@ -166,18 +182,25 @@ def _provable(la, lb, lsb_acc, cheap: float, bound: Callable):
     return (lo >= F32_LSB_MIN) & (per_output < pow2(np.minimum(lo + F32_SIG, 128))), lo
 
 
-def fma_steps(xa: np.ndarray, xb: np.ndarray) -> Callable:
-    """One float32 FMA per K element for output pairs: ``xa``, ``xb`` the (R, K) operands as
-    float64 (non-finite values as they are)."""
+def fma_steps(xa: np.ndarray, xb: np.ndarray) -> PerTerm:
+    """One float32 FMA per K element: ``xa``, ``xb`` the (R, K) operands as float64
+    (non-finite values as they are)."""
 
-    def steps(mi, ni, k0, k1, acc):
+    def pairs(mi, ni, k0, k1, acc):
         pa = np.ascontiguousarray(xa[mi, k0:k1].T)
         pb = np.ascontiguousarray(xb[ni, k0:k1].T)
         for j in range(k1 - k0):
             acc = fma32_f64(pa[j], pb[j], acc)
         return acc
 
-    return steps
+    def tile(rows, cols, k0, k1, acc):
+        pa = np.ascontiguousarray(xa[rows, k0:k1].T)
+        pb = np.ascontiguousarray(xb[cols, k0:k1].T)
+        for j in range(k1 - k0):
+            acc = fma32_f64(pa[j][:, None], pb[j][None, :], acc)
+        return acc
+
+    return PerTerm(pairs, tile)
 
 
 def matmul_fma(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorModel) -> np.ndarray:
@@ -190,4 +213,4 @@ def matmul_fma(a: Operand, b: Operand, ops: MatmulOperands, model: AccumulatorMo
     return canonical(epilogue(acc, ops.g), model)
 
 
-__all__ = ["ChainSide", "chain_side", "fma_chain", "fma_steps", "matmul_fma", "rounded_chain_side"]
+__all__ = ["ChainSide", "PerTerm", "chain_side", "fma_chain", "fma_steps", "matmul_fma", "rounded_chain_side"]
