@@ -147,7 +147,7 @@ def matmul_fdpa2(a: Operand, b: Operand, ops: MatmulOperands, model: Accumulator
             acc = fma32_f64(d[j] + 0.0, s(k0 // blk + j), acc)
         return acc
 
-    def pairs(mi, ni, k0, k1, acc):
+    def pairs(mi, ni, k0, k1, acc, exact):
         ci, ks = k0 // chunk, slice(k0, k1)
         d = pair_step_dots(a.values[mi, ks], b.values[ni, ks], blk)      # (blocks, P), exact where stage A is
         def da():
@@ -159,7 +159,7 @@ def matmul_fdpa2(a: Operand, b: Operand, ops: MatmulOperands, model: Accumulator
         return blocks(d, wa[mi, ci] + wb[ni, ci] > w_max, da, db, lambda j: _f32_product(sa32[mi, j], sb32[ni, j]),
                       k0, acc)
 
-    def tile(rows, cols, k0, k1, acc):
+    def tile(rows, cols, k0, k1, acc, exact):
         ci, ks = k0 // chunk, slice(k0, k1)
         d = step_dots(a.values[rows, ks], b.values[cols, ks], blk)        # (blocks, rows, cols)
         def da():

@@ -6,15 +6,16 @@ where no step rounds.
 lsb(acc)) (lo_A: the smallest lsb of A's nonzero factors in the chunk),
 lo >= -149, acc != -0 and ``|acc| + sum |x_k y_k| < 2^min(lo + 24, 128)`` (E5 of
 :mod:`.gemm_float` for the whole tile, else E3's BLAS product on |A|, |B| per output).
-Then every partial sum is a multiple of
-2^lo below 2^(lo + 24): a float32 (lo >= -149 covers the subnormals, and it is below 2^128),
-so no FMA of the chunk rounds, and the chunk's result is acc + A B^T (BLAS, exact by E2),
+Then every partial sum is a multiple of 2^lo below 2^(lo + 24): a float32 (lo >= -149
+covers the subnormals, and it is below 2^128), so no FMA of the chunk rounds, and the chunk's result is acc + A B^T (BLAS, exact by E2),
 +0 if zero: an IEEE sum is -0 only when both addends are -0, and the accumulator is not -0.
 
-The other outputs run the FMAs one term at a time on the gathered pairs
-(:func:`~.gemm_float.fma32_f64`: float64 arithmetic and a cast, exact but for float32
-midpoints, which are recomputed); so do all outputs of problems below
-:data:`~.gemm_float.SMALL_WORK` multiply-adds.
+The other outputs run the FMAs one term at a time (on their pairs, or on the whole tile
+when more than a quarter of it needs it): where every sum of the chunk is exact in float64
+(:func:`_sums_exact`) a plain float32 cast is the FMA's rounding; elsewhere
+:func:`~.gemm_float.fma32_f64` (float64 arithmetic and a cast, the float32 midpoints
+recomputed). All outputs of problems below :data:`~.gemm_float.SMALL_WORK` multiply-adds
+take that path.
 """
 
 from __future__ import annotations
@@ -97,10 +98,10 @@ def rounded_chain_side(op: Operand, carrier: Carrier, chunk: int):
 
 @dataclasses.dataclass(frozen=True)
 class PerTerm:
-    """The chain one term at a time over a K range [k0, k1): ``pairs(mi, ni, k0, k1, acc)``
-    for output pairs (acc of shape (P,)), ``tile(rows, cols, k0, k1, acc)`` for a whole tile
-    (rows and columns slices, acc (rows, cols)); accumulators are float64 holding float32
-    values."""
+    """The chain one term at a time over a K range [k0, k1): ``pairs(mi, ni, k0, k1, acc,
+    exact)`` for output pairs (acc of shape (P,)), ``tile(rows, cols, k0, k1, acc, exact)``
+    for a whole tile (rows and columns slices, acc (rows, cols)); accumulators are float64
+    holding float32 values; ``exact``: :func:`_sums_exact` holds for the tile and chunk."""
 
     pairs: Callable
     tile: Callable
@@ -124,7 +125,7 @@ def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, per_term
         for ci, k0 in enumerate(range(0, k, chunk)):
             ks = slice(k0, min(k, k0 + chunk))
             if small:
-                acc = per_term.tile(rows, cols, ks.start, ks.stop, acc)
+                acc = per_term.tile(rows, cols, ks.start, ks.stop, acc, False)
                 continue
             acc_max = 0.0 if acc0_zero and ci == 0 else float(np.abs(acc).max(initial=0.0))
             cheap = min(magnitude_bound(a.mag[rows, ci], b.mag[cols, ci], ks.stop - ks.start, acc_max),
@@ -133,7 +134,7 @@ def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, per_term
             def bound(acc=acc, ks=ks):
                 return upper_bound(a.absvals[rows, ks] @ b.absvals[cols, ks].T, np.abs(acc))
 
-            ok, lo = _provable(a.lo[rows, ci], b.lo[cols, ci], lsb_acc, cheap, bound)
+            ok, lo, tile_bound = _provable(a.lo[rows, ci], b.lo[cols, ci], lsb_acc, cheap, bound)
             if neg_zero:
                 ok = ok & ~((acc == 0) & np.signbit(acc))
             if extra_ok is not None:
@@ -143,8 +144,9 @@ def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, per_term
                 acc, lsb_acc = acc + d + 0.0, lo
                 continue
             fail = ~ok
+            exact = _sums_exact(a.lo[rows, ci], b.lo[cols, ci], lsb_acc, tile_bound)
             if fail.sum() * 4 > fail.size:
-                new = per_term.tile(rows, cols, ks.start, ks.stop, acc)
+                new = per_term.tile(rows, cols, ks.start, ks.stop, acc, exact)
                 acc = np.where(ok, acc + d + 0.0, new)
                 lsb_acc = np.where(ok, lo, exp_lsb(new)[1])
                 continue
@@ -152,7 +154,7 @@ def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, per_term
             lsb_acc = np.where(ok, lo, lsb_acc)
             if fail.any():
                 fi, fj = np.nonzero(fail)
-                new = per_term.pairs(fi + rows.start, fj + cols.start, ks.start, ks.stop, acc[fi, fj])
+                new = per_term.pairs(fi + rows.start, fj + cols.start, ks.start, ks.stop, acc[fi, fj], exact)
                 acc[fi, fj] = new
                 lsb_acc[fi, fj] = exp_lsb(new)[1]
         out[rows, cols] = acc
@@ -165,40 +167,54 @@ def has_negative_zero(acc: np.ndarray) -> bool:
 
 
 def _provable(la, lb, lsb_acc, cheap: float, bound: Callable):
-    """(ok, lo): ok True when every output of the tile is provable for the chunk (lo then a
-    scalar lower bound of every lo), else a boolean array (lo an array). ``cheap``: an upper
-    bound of |acc| + sum |x y| for the whole tile; ``bound()``: such bounds per output."""
+    """(ok, lo, u): ok True when every output of the tile is provable for the chunk (lo then
+    a scalar lower bound of every lo), else a boolean array (lo an array); u an upper bound
+    of |acc| + sum |x y| over the tile. ``cheap``: such a bound for the whole tile;
+    ``bound()``: such bounds per output."""
     lo0 = min(int(la.min(initial=POS)) + int(lb.min(initial=POS)), int(np.min(lsb_acc)))
-    if lo0 >= F32_LSB_MIN:
-        limit = float(pow2(np.int64(min(lo0 + F32_SIG, 128))))
-        if cheap < limit:
-            return True, lo0
-        per_output = bound()
-        if float(per_output.max(initial=0.0)) < limit:
-            return True, lo0
-    else:
-        per_output = bound()
+    limit = float(pow2(np.int64(min(lo0 + F32_SIG, 128))))
+    if lo0 >= F32_LSB_MIN and cheap < limit:
+        return True, lo0, cheap
+    per_output = bound()
+    u = min(cheap, float(per_output.max(initial=0.0)))
+    if lo0 >= F32_LSB_MIN and u < limit:
+        return True, lo0, u
     lo = np.minimum(la[:, None] + lb[None, :], lsb_acc)
-    return (lo >= F32_LSB_MIN) & (per_output < pow2(np.minimum(lo + F32_SIG, 128))), lo
+    return (lo >= F32_LSB_MIN) & (per_output < pow2(np.minimum(lo + F32_SIG, 128))), lo, u
+
+
+def _sums_exact(la, lb, lsb_acc, u: float) -> bool:
+    """Whether every FMA of the chunk has an exact float64 sum, for the whole tile: the
+    factors' products and the accumulator are multiples of 2^lo (lo the tile's smallest, at
+    least -1074) and u (1 + 2^-15) < 2^(lo + 53). The accumulators along the chunk are
+    float32 roundings of partial sums, each at most 1 + 2^-24 times the exact sum of
+    magnitudes it rounds, so over at most 256 terms at most u (1 + 2^-15); and a float32
+    rounding of a multiple of 2^lo is again one. So each a b + acc is such a multiple below
+    2^(lo + 53): a float64 (E2), and its float32 cast is the FMA's one rounding (E4)."""
+    lo0 = min(int(la.min(initial=POS)) + int(lb.min(initial=POS)), int(np.min(lsb_acc)))
+    return lo0 >= -1074 and u * (1 + 2.0 ** -15) < float(pow2(np.int64(min(lo0 + 53, 1024))))
 
 
 def fma_steps(xa: np.ndarray, xb: np.ndarray) -> PerTerm:
     """One float32 FMA per K element: ``xa``, ``xb`` the (R, K) operands as float64
-    (non-finite values as they are)."""
+    (non-finite values as they are). ``exact``: every sum of the range is exact in float64
+    (:func:`_sums_exact`), so a plain cast rounds it."""
 
-    def pairs(mi, ni, k0, k1, acc):
-        pa = np.ascontiguousarray(xa[mi, k0:k1].T)
-        pb = np.ascontiguousarray(xb[ni, k0:k1].T)
-        for j in range(k1 - k0):
-            acc = fma32_f64(pa[j], pb[j], acc)
+    def run(pa, pb, acc, exact):
+        for j in range(pa.shape[0]):
+            if exact:
+                acc = (pa[j] * pb[j] + acc).astype(np.float32).astype(np.float64)
+            else:
+                acc = fma32_f64(pa[j], pb[j], acc)
         return acc
 
-    def tile(rows, cols, k0, k1, acc):
-        pa = np.ascontiguousarray(xa[rows, k0:k1].T)
-        pb = np.ascontiguousarray(xb[cols, k0:k1].T)
-        for j in range(k1 - k0):
-            acc = fma32_f64(pa[j][:, None], pb[j][None, :], acc)
-        return acc
+    def pairs(mi, ni, k0, k1, acc, exact):
+        return run(np.ascontiguousarray(xa[mi, k0:k1].T), np.ascontiguousarray(xb[ni, k0:k1].T), acc, exact)
+
+    def tile(rows, cols, k0, k1, acc, exact):
+        pa = np.ascontiguousarray(xa[rows, k0:k1].T)[:, :, None]
+        pb = np.ascontiguousarray(xb[cols, k0:k1].T)[:, None, :]
+        return run(pa, pb, acc, exact)
 
     return PerTerm(pairs, tile)
 

@@ -493,3 +493,24 @@ def test_element_and_scale_statistics(fmt):
     se, sl = gemm_stats.scale_stats(op)
     assert se[1, 1] == gemm_float.SENT and se[2, 0] == gemm_float.BAD
     assert se[0, 0] == floor_log2(Fraction(float(scales[0, 0])))
+
+
+def test_fma_steps_plain_cast_only_when_sums_are_exact():
+    """The per-term FMA path casts a b + acc directly only when the chunk's sums are exact in
+    float64 (``_sums_exact``). Products of 24-bit operands, a = 1 + 2^-20 and b = (1 - 2^-20)
+    2^-24, with acc = 1 + 2^-23: the float64 sum lands on a float32 midpoint the exact one
+    is below; the test refuses the plain cast (lo = -64, sums near 1 do not fit 53 bits),
+    and the plain cast (the planted defect) would be one ulp off."""
+    a = np.array([[1 + 2.0 ** -20]])
+    b = np.array([[(1 - 2.0 ** -20) * 2.0 ** -24]])
+    acc = np.array([1 + 2.0 ** -23])
+    steps = gemm_fma.fma_steps(a, b)
+    idx = np.array([0])
+    lo_a, lo_b = np.array([-20]), np.array([-44])
+    assert not gemm_fma._sums_exact(lo_a, lo_b, -23, 2.0)
+    want = ref.fma32(float(a[0, 0]), float(b[0, 0]), float(acc[0]))
+    assert steps.pairs(idx, idx, 0, 1, acc, False)[0] == want
+    assert steps.tile(slice(0, 1), slice(0, 1), 0, 1, acc.reshape(1, 1), False)[0, 0] == want
+    assert steps.pairs(idx, idx, 0, 1, acc, True)[0] != want
+    assert gemm_fma._sums_exact(np.array([-10]), np.array([-10]), -23, 2.0 ** 29)
+    assert not gemm_fma._sums_exact(np.array([-10]), np.array([-10]), -23, 2.0 ** 30)
