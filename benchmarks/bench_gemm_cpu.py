@@ -38,12 +38,11 @@ import tempfile
 import time
 
 import numpy as np
+from fp4spec.conformance.matmul_properties import make_operand, schemes_for
 
 import fp4spec
 from fp4spec import gemm_reference
 from fp4spec.accumulator_models import accumulators, check_operands, get_accumulator
-from fp4spec.conformance.matmul_properties import make_operand, schemes_for
-from fp4spec.emulator import gemm
 
 
 def load_before(rev: str):
@@ -121,8 +120,9 @@ def bench_gemm(args, before) -> list[str]:
                 before.matmul_emulated(qa, qb, model, ops)
                 old_times[c].append(time.perf_counter() - t3)
                 old_ratios[c].append(old_times[c][-1] / times[c][-1])
-    lines = [f"float32 matmul (baseline): median {statistics.median(base) * 1e3:.2f} ms, "
-             f"{flop / statistics.median(base) / 1e9:.1f} GFLOP/s over {len(base)} calls", ""]
+    baseline = (f"float32 matmul (baseline): median {statistics.median(base) * 1e3:.2f} ms, "
+                f"{flop / statistics.median(base) / 1e9:.1f} GFLOP/s over {len(base)} calls")
+    lines = [baseline, ""]
     head = "| model | scheme | median ms | GFLOP/s | ratio to float32 matmul |"
     sep = "|---|---|---:|---:|---:|"
     if before is not None:
@@ -190,16 +190,17 @@ def bench_conform(args) -> list[str]:
     for _ in range(args.conform_rounds):
         for name, boot in trees.items():
             code = _CHILD.format(bootstrap=boot, examples=args.conform_examples, seed=args.seed)
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tempfile.gettempdir())
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tempfile.gettempdir(),
+                                 check=False)
             if out.returncode:
                 sys.exit(f"conform matmul rows ({name}) failed:\n{out.stderr[-2000:]}")
             wall, cpu, rows, ok = out.stdout.split()
             if ok != "True":
                 sys.exit(f"conform matmul rows ({name}) did not all pass")
             runs[name].append((float(wall), float(cpu)))
-    lines = ["", f"`fp4spec conform --backend numpy --property matmul --matmul-max-examples {args.conform_examples}` "
-                 f"({rows} rows, timed in a fresh process after a warm-up run), median of {args.conform_rounds} "
-                 f"rounds:", "", "| tree | wall s | CPU s |", "|---|---:|---:|"]
+    title = (f"`fp4spec conform --backend numpy --property matmul --matmul-max-examples {args.conform_examples}` "
+             f"({rows} rows, timed in a fresh process after a warm-up run), median of {args.conform_rounds} rounds:")
+    lines = ["", title, "", "| tree | wall s | CPU s |", "|---|---:|---:|"]
     for name, r in runs.items():
         lines.append(f"| {name} | {statistics.median(w for w, _ in r):.2f} | {statistics.median(c for _, c in r):.2f} |")
     if args.before:

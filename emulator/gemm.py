@@ -69,8 +69,8 @@ def matmul_emulated(qa, qb, model: AccumulatorModel, ops: MatmulOperands):
 
 
 __all__ = [
-    "Operand",
     "SENT",
+    "Operand",
     "bit_length",
     "decompose",
     "f32_terms",

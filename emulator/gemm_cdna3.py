@@ -54,16 +54,16 @@ from .gemm_core import (
     f32_terms,
     initial,
     max_significand,
+    once,
     present_values,
     round_int_to_f32,
     shift_floor,
     shift_trunc,
     step_zero,
 )
-from .gemm_stats import BAD, POS, element_stats, scale_stats, scaled_values
-from .gemm_fdpa_terms import _once
 from .gemm_float import fma32_f64, pair_step_dots, segment_reduce, step_dots
 from .gemm_fma import PerTerm, chain_side, fma_chain
+from .gemm_stats import BAD, POS, element_stats, scale_stats, scaled_values
 
 _I64 = np.int64
 #: Scale exponents whose pairwise products are exact float32 values.
@@ -123,7 +123,7 @@ def matmul_fdpa2(a: Operand, b: Operand, ops: MatmulOperands, model: Accumulator
     mb_max = max_significand(present_values(b.values, b.codes, b.element.values), cb)
     check_bound(bits(ma_max * mb_max) + model.frac_bits - pa - pb + bits(model.group_size)
                 + model.realign_bits - model.frac_bits + 1, model.name)
-    blk, G = a.block, model.group_size
+    blk = a.block
     chunk = blk * max(1, 256 // blk)
     w_max = stage_a_width_limit(model, blk)
     wa, side_a = _sides(a, model, chunk)
@@ -135,8 +135,8 @@ def matmul_fdpa2(a: Operand, b: Operand, ops: MatmulOperands, model: Accumulator
             return True
         return wa[rows, ci, None] + wb[None, cols, ci] <= w_max
 
-    terms_a = _once(lambda: decompose(a.values, ca))
-    terms_b = _once(lambda: decompose(b.values, cb))
+    terms_a = once(lambda: decompose(a.values, ca))
+    terms_b = once(lambda: decompose(b.values, cb))
 
     def blocks(d, slow, da, db, s, k0, acc):
         """Stage A's d where it is not exact (``slow``; ``da()``, ``db()`` give the decomposed

@@ -29,11 +29,18 @@ rounding to odd at p + 2 or more bits and then to nearest at p bits is correctly
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
 
-from fp4spec.accumulator_models import BF16, AccumulatorModel, Carrier, MatmulOperands, format_carrier
+from fp4spec.accumulator_models import (
+    BF16,
+    AccumulatorModel,
+    Carrier,
+    MatmulOperands,
+    format_carrier,
+)
 
 #: Exponent of a zero term that never sets the largest exponent.
 SENT = -(1 << 20)
@@ -204,7 +211,7 @@ def operand(q) -> Operand:
 
 def quantum_exponent(values: np.ndarray) -> int:
     """The smallest q >= 0 with every value * 2^q an integer (values: finite, exact)."""
-    for q in range(0, 200):
+    for q in range(200):
         v = np.ldexp(values, q)
         if np.array_equal(v, np.round(v)):
             return q
@@ -253,6 +260,19 @@ def initial(ops: MatmulOperands) -> np.ndarray:
     return np.array(ops.c, np.float32, copy=True)
 
 
+
+
+def once(make: Callable) -> Callable:
+    """``make()`` computed on the first call and kept (the integer path's full-operand arrays,
+    built only when some output needs that path)."""
+    kept = []
+
+    def get():
+        if not kept:
+            kept.append(make())
+        return kept[0]
+
+    return get
 
 
 def present_values(values: np.ndarray, codes, table) -> np.ndarray:

@@ -52,8 +52,8 @@ from .gemm_core import (
     round_int_to_f32,
     scale_terms,
 )
-from .gemm_stats import POS, element_stats, exp_lsb, scale_stats, scaled_values
 from .gemm_float import MARGIN, cauchy_bound, magnitude_bound, pow2, round_product_f32, square_sums
+from .gemm_stats import POS, element_stats, exp_lsb, scale_stats, scaled_values
 
 _I64 = np.int64
 

@@ -49,14 +49,14 @@ at the end: once NaN, the accumulator stays NaN. Problems below
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from fp4spec.accumulator_models import BF16, FP32, AccumulatorModel, MatmulOperands, get_accumulator
 
+from . import gemm_float
 from .gemm_core import SENT, Operand, bits, canonical, e_zero, epilogue, initial, operands_rounded
-from .gemm_stats import POS, exp_lsb
 from .gemm_fdpa_terms import (
     Side,
     group_side,
@@ -68,7 +68,6 @@ from .gemm_fdpa_terms import (
     product_step,
     rounded_operand,
 )
-from . import gemm_float
 from .gemm_float import (
     F32_EMIN,
     F32_LSB_MIN,
@@ -83,6 +82,7 @@ from .gemm_float import (
     tiles,
     upper_bound,
 )
+from .gemm_stats import POS, exp_lsb
 
 #: K elements per Tier-1 chunk (rounded to whole steps).
 CHUNK = 256
@@ -121,7 +121,7 @@ def fdpa_chain(a: Side, b: Side, acc0: np.ndarray, model: AccumulatorModel, step
                 cheap = min(magnitude_bound(maga[rows, ci], magb[cols, ci], ks.stop - ks.start, acc_max),
                             cauchy_bound(sqa[rows, ci], sqb[cols, ci], acc_max))
 
-                def bound(acc=acc, ks=ks):
+                def bound(acc=acc, ks=ks, rows=rows, cols=cols):
                     return upper_bound(a.absvals[rows, ks] @ b.absvals[cols, ks].T, np.abs(acc))
 
                 ok, lo = _tier1(loa[rows, ci], lob[cols, ci], hia[rows, ci], hib[cols, ci], lsb_acc, cheap, bound,

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -54,13 +54,22 @@ from .gemm_core import (
     fp64_special,
     fused,
     max_significand,
+    once,
     operands_rounded,
     present_values,
     quantum_exponent,
     scale_terms,
 )
-from .gemm_stats import BAD, POS, element_stats, per_unit, rounding_is_exact, scale_stats, scaled_values
 from .gemm_float import f32_exp_lsb, segment_reduce, square_sums
+from .gemm_stats import (
+    BAD,
+    POS,
+    element_stats,
+    per_unit,
+    rounding_is_exact,
+    scale_stats,
+    scaled_values,
+)
 
 _I64 = np.int64
 
@@ -106,19 +115,6 @@ def product_side(op: Operand, model: AccumulatorModel) -> Side:
     return _side(scaled_values(op), hi, lo, hi + 2, model.k_step // unit, finite=not np.isnan(op.scales).any())
 
 
-def _once(make: Callable) -> Callable:
-    """``make()`` computed on the first call and kept (the integer path's full-operand arrays,
-    built only when some output needs that path)."""
-    kept = []
-
-    def get():
-        if not kept:
-            kept.append(make())
-        return kept[0]
-
-    return get
-
-
 def product_step(a: Operand, b: Operand, model: AccumulatorModel) -> Callable:
     """The integer step on output pairs for ``"product"`` scales (terms split as the module
     docstring of :mod:`.gemm_core` says; the int64 bound of :func:`~.gemm_core.fused` checked
@@ -141,7 +137,7 @@ def product_step(a: Operand, b: Operand, model: AccumulatorModel) -> Callable:
         zz = z | sz
         return m * sm, np.where(zz, _I64(SENT), e + se), zz, scaled_values(op)
 
-    ta, tb = _once(lambda: terms(a, ca, sca)), _once(lambda: terms(b, cb, scb))
+    ta, tb = once(lambda: terms(a, ca, sca)), once(lambda: terms(b, cb, scb))
 
     def step(mi, ni, s, acc):
         ks = slice(s * L, (s + 1) * L)
@@ -267,7 +263,7 @@ def operand_step(xa, xb, carrier: Carrier, model: AccumulatorModel) -> Callable:
         m, e, z = decompose(np.where(np.isfinite(v), v, 0.0), carrier)
         return m, e, z, v
 
-    ta, tb = _once(lambda: terms(xa)), _once(lambda: terms(xb))
+    ta, tb = once(lambda: terms(xa)), once(lambda: terms(xb))
 
     def step(mi, ni, s, acc):
         ks = slice(s * L, (s + 1) * L)

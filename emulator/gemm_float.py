@@ -41,7 +41,7 @@ import math
 import numpy as np
 
 from .gemm_core import SENT, fma32
-from .gemm_stats import BAD, POS, exp_lsb
+from .gemm_stats import BAD, POS
 
 _I64 = np.int64
 _TINY32 = 2.0 ** -126
@@ -267,14 +267,14 @@ def pair_step_dots(a_rows: np.ndarray, b_rows: np.ndarray, width: int) -> np.nda
 
 __all__ = [
     "F32_EMIN",
-    "MARGIN",
-    "SMALL_WORK",
     "F32_LSB_MIN",
     "F32_SIG",
+    "MARGIN",
     "MAX_TERMS",
+    "SMALL_WORK",
+    "cauchy_bound",
     "f32_exp_lsb",
     "fma32_f64",
-    "cauchy_bound",
     "is_f32_midpoint",
     "magnitude_bound",
     "pair_step_dots",

@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from fp4spec.accumulator_models import BF16, FP32, AccumulatorModel, Carrier, MatmulOperands
 
-from .gemm_core import Operand, canonical, epilogue, initial, operands_rounded
-from .gemm_stats import BAD, POS, element_stats, exp_lsb, per_unit, rounding_is_exact, scale_stats, scaled_values
 from . import gemm_float
+from .gemm_core import Operand, canonical, epilogue, initial, operands_rounded
 from .gemm_float import (
     F32_LSB_MIN,
     F32_SIG,
@@ -43,6 +42,16 @@ from .gemm_float import (
     square_sums,
     tiles,
     upper_bound,
+)
+from .gemm_stats import (
+    BAD,
+    POS,
+    element_stats,
+    exp_lsb,
+    per_unit,
+    rounding_is_exact,
+    scale_stats,
+    scaled_values,
 )
 
 #: K elements per chunk of the float32 chain.
@@ -131,7 +140,7 @@ def fma_chain(a: ChainSide, b: ChainSide, acc0: np.ndarray, chunk: int, per_term
             cheap = min(magnitude_bound(a.mag[rows, ci], b.mag[cols, ci], ks.stop - ks.start, acc_max),
                         cauchy_bound(a.sq[rows, ci], b.sq[cols, ci], acc_max))
 
-            def bound(acc=acc, ks=ks):
+            def bound(acc=acc, ks=ks, rows=rows, cols=cols):
                 return upper_bound(a.absvals[rows, ks] @ b.absvals[cols, ks].T, np.abs(acc))
 
             ok, lo, tile_bound = _provable(a.lo[rows, ci], b.lo[cols, ci], lsb_acc, cheap, bound)

@@ -54,7 +54,7 @@ def exp_lsb(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return e, lsb
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _code_stats(values: tuple):
     """int8 tables per code: floor(log2 |v|) and lsb; zeros -128 / 127 (None, None when a
     value lies outside int8's comfortable range)."""
@@ -71,8 +71,7 @@ def element_stats(op: Operand, unit: int, emin: int | None = None, hi: bool = Tr
     of the nonzero elements, SENT and POS when there are none (hi None when not asked for).
     From int8 tables of the codes when the codes are known (the clamp is applied to the
     runs' maxima: it is monotone)."""
-    r, k = op.values.shape
-    starts = np.arange(0, k, unit)
+    starts = np.arange(0, op.values.shape[1], unit)
     e8 = None
     if op.codes is not None and len(op.element.values) <= 256:
         e8, l8 = _code_stats(tuple(np.asarray(op.element.values, np.float64).tolist()))

@@ -21,14 +21,19 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from fp4spec.conformance.matmul_properties import (
+    k_unit,
+    make_operand,
+    operand_from_values,
+    schemes_for,
+)
+from fp4spec.emulator import gemm_cdna3, gemm_exact, gemm_fdpa, gemm_float, gemm_fma, gemm_stats
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fp4spec
 from fp4spec import gemm_reference as ref
 from fp4spec.accumulator_models import accumulators, get_accumulator
-from fp4spec.conformance.matmul_properties import k_unit, make_operand, operand_from_values, schemes_for
-from fp4spec.emulator import gemm_cdna3, gemm_exact, gemm_fdpa, gemm_float, gemm_fma
 from fp4spec.matmul_api import matmul
 
 MODELS = tuple(accumulators)
@@ -156,12 +161,12 @@ def test_exponents_and_lsbs():
     x[:5] = [0.0, -0.0, np.inf, -np.inf, np.nan]
     e, lsb = gemm_float.f32_exp_lsb(x)
     with np.errstate(invalid="ignore"):
-        e64, lsb64 = gemm_float.exp_lsb(x.astype(np.float64))
+        e64, lsb64 = gemm_stats.exp_lsb(x.astype(np.float64))
     for v, ei, li, e6, l6 in zip(x, e, lsb, e64, lsb64):
         if not np.isfinite(v):
-            assert ei == gemm_float.BAD and li == gemm_float.POS
+            assert ei == gemm_stats.BAD and li == gemm_stats.POS
         elif v == 0:
-            assert (ei, li, e6, l6) == (gemm_float.SENT, gemm_float.POS, gemm_float.SENT, gemm_float.POS)
+            assert (ei, li, e6, l6) == (gemm_stats.SENT, gemm_stats.POS, gemm_stats.SENT, gemm_stats.POS)
         else:
             f = abs(Fraction(float(v)))
             assert e6 == floor_log2(f) and ei == max(e6, -126)
@@ -468,13 +473,14 @@ def test_fdpa_operand_exponent_carry(monkeypatch):
 @pytest.mark.parametrize("fmt", ["e2m1", "e1m2", "int4_sym", "e2m3", "e3m2", "e4m3", "e5m2"])
 def test_element_and_scale_statistics(fmt):
     """element_stats and scale_stats against the exponents and lsbs of every value."""
-    from fp4spec.emulator import gemm_core, gemm_stats
+    from fp4spec.emulator import gemm_core
+
     from fp4spec.reference import floor_log2
 
     f = fp4spec.get_format(fmt)
     rng = np.random.default_rng(8)
     codes = rng.choice(np.array(f.finite_codes, np.uint8), (5, 64))
-    codes[0, :16] = [c for c in f.finite_codes if f.values[c] == 0][0]
+    codes[0, :16] = next(c for c in f.finite_codes if f.values[c] == 0)
     vals = np.asarray(f.values, np.float64)[codes]
     scales = np.ldexp(1.0 + rng.integers(0, 8, (5, 2)) / 8, rng.integers(-130, 120, (5, 2)))
     scales[1, 1], scales[2, 0] = 0.0, np.nan
@@ -485,13 +491,13 @@ def test_element_and_scale_statistics(fmt):
             for u in range(4):
                 nz = [Fraction(float(v)) for v in vals[r, 16 * u:16 * u + 16] if v != 0]
                 if not nz:
-                    assert hi[r, u] == gemm_float.SENT and lo[r, u] == gemm_float.POS
+                    assert hi[r, u] == gemm_stats.SENT and lo[r, u] == gemm_stats.POS
                     continue
                 e = max(floor_log2(abs(v)) for v in nz)
                 assert hi[r, u] == (e if emin is None else max(e, emin))
-                assert lo[r, u] == min(int(gemm_float.exp_lsb(np.array([float(v)]))[1][0]) for v in nz)
-    se, sl = gemm_stats.scale_stats(op)
-    assert se[1, 1] == gemm_float.SENT and se[2, 0] == gemm_float.BAD
+                assert lo[r, u] == min(int(gemm_stats.exp_lsb(np.array([float(v)]))[1][0]) for v in nz)
+    se, _ = gemm_stats.scale_stats(op)
+    assert se[1, 1] == gemm_stats.SENT and se[2, 0] == gemm_stats.BAD
     assert se[0, 0] == floor_log2(Fraction(float(scales[0, 0])))
 
 
