@@ -443,6 +443,12 @@ def representable(v, carrier: Carrier) -> bool:
     return (v * Fraction(2) ** (carrier.man_bits - e)).denominator == 1
 
 
+@functools.lru_cache(maxsize=4096)
+def code_representable(fmt, code: int, carrier: Carrier) -> bool:
+    """:func:`representable` of one element code (cached: the check runs per matmul call)."""
+    return representable(fmt.decode_exact(code), carrier)
+
+
 __all__ = [
     "ALGORITHMS",
     "AccumulatorModel",
@@ -458,6 +464,7 @@ __all__ = [
     "NAN_NVIDIA",
     "SCALE_APPLICATIONS",
     "ZERO_SIGNS",
+    "code_representable",
     "representable",
     "accumulators",
     "get_accumulator",

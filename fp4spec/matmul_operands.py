@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from .accumulator_models import AccumulatorModel, representable, element_carrier
+from .accumulator_models import AccumulatorModel, code_representable, element_carrier
 from .quantized import QuantizedTensor
 
 
@@ -148,7 +148,7 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
             car = element_carrier(model, fmt)
             for code in np.unique(_numpy(q.codes)):
                 v = fmt.decode_exact(int(code))
-                if not representable(v, car):
+                if not code_representable(fmt, int(code), car):
                     raise ValueError(f"{arg}: element value {float(v):g} ({fmt.name} code 0x{int(code):02X}) is "
                                      f"not representable in {car.name}, the FP8 type of {model.name!r}")
     m, n = qa.shape[0], qb.shape[0]

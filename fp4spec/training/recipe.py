@@ -31,7 +31,7 @@ import fnmatch
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from fp4spec import RHT, ROUNDING_MODES, Scheme, accumulators, get_scheme, resolve_rht
+from fp4spec import ROUNDING_MODES, Scheme, accumulators, get_scheme, resolve_rht
 
 #: Ways a GEMM's product is computed besides the accumulator models of ``fp4spec.accumulators``.
 DEQUANTIZE = "dequantize"
