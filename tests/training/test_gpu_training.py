@@ -75,7 +75,10 @@ def _syncs(layer, x, dy):
             _run(layer, x, dy)
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return [f"{w.filename}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
+    # torch's own note that the mode is a prototype ("does not yet detect all synchronizing
+    # operations") is not a synchronisation
+    return [f"{w.filename}:{w.lineno}" for w in caught
+            if "synchroniz" in str(w.message) and "is a prototype feature" not in str(w.message)]
 
 
 def test_fast_path_without_sr_adds_no_host_sync():
