@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Mapping, Union
@@ -421,14 +422,25 @@ _FORMATS: dict[str, Format] = _catalogue()
 formats: Mapping[str, Format] = MappingProxyType(_FORMATS)
 
 
+#: IEEE P3109 draft names, ``binary{K}p{P}{s|u}{e|f}`` (:func:`p3109_format`).
+P3109_NAME = re.compile(r"binary(\d+)p(\d+)([su])([ef])")
+
+
 def get_format(name: "str | Format") -> Format:
-    """Look up a format by name (a descriptor passes through unchanged)."""
+    """Look up a format by name (a descriptor passes through unchanged): a catalogued name,
+    or an IEEE P3109 draft name such as ``"binary4p2sf"`` (:func:`p3109_format`)."""
     if isinstance(name, (FloatFormat, IntFormat, UniformFormat)):
         return name
     try:
         return _FORMATS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"format: unknown format {name!r}; known formats: {', '.join(_FORMATS)}") from None
+        pass
+    m = P3109_NAME.fullmatch(name) if isinstance(name, str) else None
+    if m:
+        k, p, s, d = m.groups()
+        return p3109_format(int(k), int(p), "signed" if s == "s" else "unsigned", "extended" if d == "e" else "finite")
+    raise ValueError(f"format: unknown format {name!r}; known formats: {', '.join(_FORMATS)}, or an IEEE P3109 "
+                     f"draft name binary{{K}}p{{P}}{{s|u}}{{e|f}} (e.g. 'binary4p2sf')") from None
 
 
 def float_format(spec: str, *, bias: int | None = None, signed: bool = True, subnormals: bool = True,

@@ -34,16 +34,8 @@ FORMAT_PAGES = {
     "e6m2": "e6m2.md",
 }
 
-_P3109_NAME = re.compile(r"binary(\d+)p(\d+)([su])([ef])")
-
-
 def get_format(name: str):
     """A catalogued format, or an IEEE P3109 draft format named like ``binary4p2sf``."""
-    m = _P3109_NAME.fullmatch(name)
-    if m and name not in fp4spec.formats:
-        k, p, s, d = m.groups()
-        return fp4spec.p3109_format(int(k), int(p), "signed" if s == "s" else "unsigned",
-                                    "extended" if d == "e" else "finite")
     return fp4spec.get_format(name)
 
 

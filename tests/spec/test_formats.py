@@ -159,3 +159,15 @@ def test_register_format():
             fp4spec.register_format(fmt)
     finally:
         del _FORMATS["my_e2m2_test"]
+
+
+def test_p3109_names_resolve_in_the_spec():
+    """A P3109 draft name is a format name wherever one is taken (get_format, encode, schemes)."""
+    import fp4spec
+
+    f = fp4spec.get_format("binary4p2sf")
+    assert f == fp4spec.p3109_format(4, 2, "signed", "finite") and f.name == "binary4p2sf"
+    assert fp4spec.get_format("binary8p3ue") == fp4spec.p3109_format(8, 3, "unsigned", "extended")
+    assert list(fp4spec.encode([1.0, 2.5], "binary4p2sf")) == [4, 6]
+    with pytest.raises(ValueError, match="IEEE P3109 draft name"):
+        fp4spec.get_format("binary4q2sf")
