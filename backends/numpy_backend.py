@@ -16,9 +16,9 @@ import numpy as np
 
 from fp4spec.accumulator_models import accumulators as _accumulators, get_accumulator
 from fp4spec.block_schemes import schemes as _schemes
-from fp4spec.emulator import blockscale, gemm, hif4, if4
+from fp4spec.emulator import scaling, gemm, hif4, if4
 from fp4spec.if4 import check_finite
-from fp4spec.emulator.encode import encode as _encode
+from fp4spec.emulator.elements import encode as _encode
 from fp4spec.layouts import to_blocked as _to_blocked
 from fp4spec.matmul_operands import check_operands
 from fp4spec.number_formats import formats as _formats
@@ -79,10 +79,10 @@ class NumpyBackend(Backend):
             check_finite(x)
             codes, scales, g = if4.quantize_if4(blocks, sch, rounding, rb, sr_bits)
         elif sch.structure == "mx":
-            codes, scales = blockscale.quantize_mx(blocks, sch, rounding, rb, sr_bits)
+            codes, scales = scaling.quantize_mx(blocks, sch, rounding, rb, sr_bits)
             g = None
         else:
-            codes, scales, ts = blockscale.quantize_two_level(blocks, sch, rounding, rb, sr_bits)
+            codes, scales, ts = scaling.quantize_two_level(blocks, sch, rounding, rb, sr_bits)
             g = ts.decode
         return QuantizedTensor(codes.reshape(x.shape), scales, g, sch, x.ndim - 1, x.shape, backend=self.name, rht=rht)
 
@@ -100,11 +100,11 @@ class NumpyBackend(Backend):
             k = sch.block_size
             blocks = codes.reshape(codes.shape[:-1] + (codes.shape[-1] // k, k))
             if sch.structure == "mx":
-                out = blockscale.dequantize_mx(blocks, m["scales"], sch)
+                out = scaling.dequantize_mx(blocks, m["scales"], sch)
             elif sch.structure == "if4":
                 out = if4.dequantize_if4(blocks, m["scales"], q.global_scale)
             else:
-                out = blockscale.dequantize_two_level(blocks, m["scales"], q.global_scale, sch)
+                out = scaling.dequantize_two_level(blocks, m["scales"], q.global_scale, sch)
             out = out.reshape(codes.shape)
         out = np.moveaxis(out, -1, q.axis)
         return np.ascontiguousarray(out[tuple(slice(0, n) for n in q.shape)])

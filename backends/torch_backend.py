@@ -1,7 +1,7 @@
 """The torch backend: every block scheme's quantize, dequantize and encode in torch ops.
 
 Runs on any torch device (CPU, CUDA, ROCm) and is bit-exact with the numpy emulator
-(:mod:`emulator.blockscale`): the same float32 operations in the same order, each one a
+(:mod:`fp4spec.emulator.scaling`): the same float32 operations in the same order, each one a
 separate eager torch op (IEEE float32, round-to-nearest-even on every device; no fused
 multiply-add, no torch.compile reassociation).
 
@@ -65,18 +65,18 @@ def element_tables(fmt_name: str, neg_zero: str = "preserve", dtype: str = "floa
     * ``pos``, ``neg``: code per saturated magnitude index, per sign.
     * ``nan``: the code of a NaN scaled value.
     """
-    from fp4spec.emulator.encode import _side, _thresholds
-    from fp4spec.reference import nan_input_code
+    from fp4spec.emulator.elements import side_table, thresholds
+    from fp4spec.elements import nan_input_code
     from fp4spec.scaling import element_nan_policy
 
     fmt = get_format(fmt_name)
-    pos, neg = _side(fmt, False, neg_zero), _side(fmt, True, neg_zero)
+    pos, neg = side_table(fmt, False, neg_zero), side_table(fmt, True, neg_zero)
     if list(pos.mags) != list(neg.mags) or pos.low_ext:
         raise NotImplementedError(f"element {fmt_name!r}: only sign-symmetric grids with zero are supported")
     top = len(pos.mags) - 1  # saturate: the extension index maps to max
     return {
-        "rne": [float(t) for t in _thresholds(fmt, False, "rne", dtype)],
-        "down": [float(t) for t in _thresholds(fmt, False, "down", dtype)],
+        "rne": [float(t) for t in thresholds(fmt, False, "rne", dtype)],
+        "down": [float(t) for t in thresholds(fmt, False, "down", dtype)],
         "mags": [float(m) for m in pos.mags],
         "pos": [int(pos.codes[min(i, top - 1)]) for i in range(top + 1)],
         "neg": [int(neg.codes[min(i, top - 1)]) for i in range(top + 1)],

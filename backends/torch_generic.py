@@ -6,15 +6,15 @@ CUDA, ROCm), with the same conventions -- eager ops, one op per emulator step, I
 (float64 where the emulator computes in float64), no fused multiply-add, no torch.compile.
 Tensors stay on x's device.
 
-* :func:`encode_elements` -- :func:`fp4spec.emulator.encode.encode` for any format of
+* :func:`encode_elements` -- :func:`fp4spec.emulator.elements.encode` for any format of
   :data:`fp4spec.formats` (E2M1 ... E5M2, INT4, S1P2, the scale formats) and every rounding
   mode (``rne``, ``rna``, ``rtz``, ``rup``, ``rdn``, ``rto``, ``sr`` with given random bits
   and ``sr_bits`` in [1, 32]), with the overflow, NaN and negative-zero policies. It counts
-  the emulator's own decision thresholds (``emulator.encode._thresholds``): the magnitude
+  the emulator's own decision thresholds (``fp4spec.emulator.elements.thresholds``): the magnitude
   index is ``#(|y| >= T)`` (``torch.bucketize``), so the modes differ only in ``T``.
 * :func:`quantize_mx_blocks`, :func:`dequantize_mx_blocks` -- OCP MX with any float
   element (``mxfp4``, ``mxfp6_e2m3``, ``mxfp6_e3m2``, ``mxfp8_e4m3``, ``mxfp8_e5m2``), every
-  scale rule and profile: :func:`fp4spec.emulator.blockscale.quantize_mx`.
+  scale rule and profile: :func:`fp4spec.emulator.scaling.quantize_mx`.
 * :func:`hif4_quantize`, :func:`hif4_dequantize` -- :mod:`fp4spec.emulator.hif4` step for
   step, in its float32 or float64 arithmetic (``arith``).
 
@@ -45,7 +45,7 @@ from fp4spec.hif4 import (
     S1P2_MAX_INDEX,
 )
 from fp4spec.number_formats import Format, get_format
-from fp4spec.reference import (
+from fp4spec.elements import (
     check_policies,
     magnitude_grid,
     nan_error,
@@ -93,27 +93,26 @@ class SidePlan:
 @lru_cache(maxsize=None)
 def side_plan(fmt: Format, negative: bool, neg_zero: str, mode: str, overflow: str, dtype: str = "float32") -> SidePlan:
     """:class:`SidePlan` of ``fmt``'s ``negative`` side for ``mode`` and ``overflow`` (the
-    emulator's ``_side`` and ``_thresholds``; out-of-range codes from the reference's step 7;
+    emulator's ``side_table`` and ``thresholds``; out-of-range codes from the reference's step 7;
     with ``overflow="error"`` the ends hold the saturated codes, the caller raises)."""
-    from fp4spec.emulator.encode import _side, _thresholds
+    from fp4spec.elements import out_of_range_code
+    from fp4spec.emulator.elements import side_table, thresholds
 
-    from fp4spec.reference import _out_of_range_code
-
-    side = _side(fmt, negative, neg_zero)
-    thresholds = {}
+    side = side_table(fmt, negative, neg_zero)
+    tables = {}
     for kind in _KINDS:
-        t = _thresholds(fmt, negative, kind, dtype)
+        t = thresholds(fmt, negative, kind, dtype)
         name = dtype
         if t is None:  # not exact in float32: compare in float64, as the emulator does
-            t, name = _thresholds(fmt, negative, kind, "float64"), "float64"
-        thresholds[kind] = (tuple(float(v) for v in t), name)
+            t, name = thresholds(fmt, negative, kind, "float64"), "float64"
+        tables[kind] = (tuple(float(v) for v in t), name)
     codes = [int(c) for c in side.codes]
     top, low_ext = len(codes) - 1, bool(side.low_ext)
     policy = "saturate" if overflow == "error" else overflow
-    codes[top] = _out_of_range_code(fmt, None, negative, True, mode, policy)
+    codes[top] = out_of_range_code(fmt, None, negative, True, mode, policy)
     if low_ext:
-        codes[0] = _out_of_range_code(fmt, None, negative, False, mode, policy)
-    return SidePlan(thresholds, tuple(float(m) for m in side.mags), tuple(bool(e) for e in side.even),
+        codes[0] = out_of_range_code(fmt, None, negative, False, mode, policy)
+    return SidePlan(tables, tuple(float(m) for m in side.mags), tuple(bool(e) for e in side.even),
                     tuple(codes), low_ext)
 
 
@@ -196,8 +195,8 @@ def _check_sr(rbits, sr_bits):
 def encode_elements(y, fmt, rounding: str = "rne", rbits=None, sr_bits: int = DEFAULT_SR_BITS, *,
                     overflow: str = "saturate", nan: str = "auto", neg_zero: str = "preserve",
                     zero_positive: bool = False, nan_negative=None):
-    """Codes of the values of tensor ``y`` in ``fmt``: :func:`fp4spec.emulator.encode.encode`
-    (and so :func:`fp4spec.reference.encode_scalar`) on y's device.
+    """Codes of the values of tensor ``y`` in ``fmt``: :func:`fp4spec.emulator.elements.encode`
+    (and so :func:`fp4spec.elements.encode_scalar`) on y's device.
 
     ``y``: float16/bfloat16 (widened exactly to float32), float32 or float64; compared in that
     precision, float64 where a threshold is not exact in float32. ``rbits`` (``sr`` only):
@@ -285,23 +284,23 @@ def encode_elements(y, fmt, rounding: str = "rne", rbits=None, sr_bits: int = DE
 
 @lru_cache(maxsize=None)
 def _inf_input_code(fmt: Format, negative: bool, mode: str, overflow: str) -> int:
-    from fp4spec.reference import _out_of_range_code
+    from fp4spec.elements import out_of_range_code
 
-    return _out_of_range_code(fmt, None, negative, True, mode, overflow, infinite=True)
+    return out_of_range_code(fmt, None, negative, True, mode, overflow, infinite=True)
 
 
 @lru_cache(maxsize=None)
 def _low_code(fmt: Format, negative: bool, mode: str, overflow: str) -> int:
-    from fp4spec.reference import _out_of_range_code
+    from fp4spec.elements import out_of_range_code
 
-    return _out_of_range_code(fmt, None, negative, False, mode, "saturate" if overflow == "error" else overflow)
+    return out_of_range_code(fmt, None, negative, False, mode, "saturate" if overflow == "error" else overflow)
 
 
 # -- MX: any float element ------------------------------------------------------------------------
 
 def quantize_mx_blocks(xb, scheme, rounding: str = "rne", rbits=None, sr_bits: int = DEFAULT_SR_BITS):
     """MX quantization of float32 blocks ``xb`` (..., n_blocks, k) with any float element:
-    (codes uint8, E8M0 scale codes uint8), as :func:`fp4spec.emulator.blockscale.quantize_mx`.
+    (codes uint8, E8M0 scale codes uint8), as :func:`fp4spec.emulator.scaling.quantize_mx`.
 
     1. amax per block (max of the sign-cleared bit patterns; NaN wins).
     2. e and the NaN-scale mask: :func:`~fp4spec.backends.torch_ops.mx_exponents` (the

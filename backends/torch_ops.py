@@ -150,7 +150,7 @@ def _is_pow2(E, M):
 # -- MX ------------------------------------------------------------------------------------------
 
 def mx_exponents(amax, scheme: Scheme):
-    """(e in [-127, 127] as int32, NaN-scale mask): :func:`emulator.blockscale.mx_exponents`."""
+    """(e in [-127, 127] as int32, NaN-scale mask): :func:`fp4spec.emulator.scaling.mx_exponents`."""
     torch = _torch()
     pol = scheme.policies
     nan_scale = torch.isnan(amax)

@@ -5,7 +5,7 @@
 The 2^32 patterns run in slices of 2^24. For each: ``fp4spec.encode(x, "e2m1",
 nan="signed_zero")`` (the table path) against ``x.astype(ml_dtypes.float4_e2m1fn)``, and for
 each ``format:mode`` of ``--configs`` the table path (``nan="max"``) against the general
-threshold encoder (:func:`fp4spec.emulator.encode.encode_general`). Prints the mismatch count
+threshold encoder (:func:`fp4spec.emulator.elements.encode_general`). Prints the mismatch count
 (exit status 1 if any) and the time taken. Several minutes on 2 cores.
 """
 
@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 
 import fp4spec
-from fp4spec.emulator.encode import encode, encode_general
+from fp4spec.emulator.elements import encode, encode_general
 
 SLICE = 1 << 24
 

@@ -493,7 +493,7 @@ def _with_neighbours(v: np.ndarray, steps=(-2, -1, 0, 1, 2)) -> np.ndarray:
 def element_tie_values(fmt) -> np.ndarray:
     """Exact midpoints between adjacent magnitudes of ``fmt`` (and between the max and the
     next value the format would have), one float32 ulp either side, both signs; sorted float32."""
-    from fp4spec.reference import magnitude_grid
+    from fp4spec.elements import magnitude_grid
 
     grid = np.array([float(g) for g in magnitude_grid(fmt, False)])
     mids = (grid[:-1] + grid[1:]) / 2
@@ -507,7 +507,7 @@ def element_sweep(fmt) -> np.ndarray:
     midpoint, two ulps either side of each, significand patterns (1, 1+ulp, 1.25, 1.5, 1.75,
     2-ulp) over the format's binades and three beyond each end, out-of-range magnitudes up to
     FLT_MAX and Inf, float32 subnormals, and +-0; both signs for signed formats; sorted."""
-    from fp4spec.reference import magnitude_grid
+    from fp4spec.elements import magnitude_grid
 
     grid = np.array([float(g) for g in magnitude_grid(fmt, False)])
     finite = grid[:-1] if grid[0] == 0 else grid[1:-1]

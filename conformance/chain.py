@@ -68,7 +68,7 @@ def multipliers(scale_codes: np.ndarray, scheme: Scheme, ts: TensorScale | None)
     if scheme.structure == "mx":
         return mx_multipliers(scale_codes, scheme)
     if scheme.structure == "two_level":
-        from fp4spec.emulator.blockscale import element_multipliers
+        from fp4spec.emulator.scaling import element_multipliers
 
         return element_multipliers(np.asarray(scale_codes, np.uint8), ts, scheme).astype(np.float32)
     if scheme.structure == "if4":
@@ -82,12 +82,12 @@ def nominal_scale_codes(vec_max: np.ndarray, scheme: Scheme, ts: TensorScale | N
     """Scale code per block from its amax, by the scheme's rule (4over6: the map-to-6 candidate)."""
     vec_max = np.asarray(vec_max, np.float32)
     if scheme.structure == "mx":
-        from fp4spec.emulator.blockscale import mx_exponents
+        from fp4spec.emulator.scaling import mx_exponents
 
         e, nan_scale = mx_exponents(vec_max, scheme)
         return np.where(nan_scale, 0xFF, e + 127).astype(np.uint8)
     if scheme.structure == "two_level":
-        from fp4spec.emulator.blockscale import block_scale_codes
+        from fp4spec.emulator.scaling import block_scale_codes
 
         return block_scale_codes(vec_max, ts, scheme, 1.0)
     if scheme.structure == "if4":
@@ -105,7 +105,7 @@ def block_scale_value(vec_max: np.ndarray, scheme: Scheme, ts: TensorScale, cand
 
         with np.errstate(all="ignore"):
             return ((np.asarray(vec_max, np.float32) / FP_MAX).astype(np.float32) * F32(ts.encode)).astype(np.float32)
-    from fp4spec.emulator.blockscale import block_scale_values
+    from fp4spec.emulator.scaling import block_scale_values
 
     return block_scale_values(vec_max, ts, scheme, candidate)
 

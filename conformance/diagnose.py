@@ -44,7 +44,7 @@ from typing import Callable
 import numpy as np
 
 from fp4spec.block_schemes import SCALE_RULES, get_scheme
-from fp4spec.emulator.encode import encode
+from fp4spec.emulator.elements import encode
 from fp4spec.profiles import ALGORITHM_POLICIES, POLICIES, Profile, get_profile, list_profiles
 from fp4spec.scaling import element_nan_policy
 

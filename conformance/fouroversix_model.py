@@ -30,7 +30,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from fp4spec.emulator.encode import encode
+from fp4spec.emulator.elements import encode
 from fp4spec.number_formats import get_format
 
 F32 = np.float32

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from fp4spec.emulator import if4 as E
-from fp4spec.emulator.encode import encode
+from fp4spec.emulator.elements import encode
 from fp4spec.if4 import E2M1, FP_MAX, INT4, INT_DOWN, INT_FLAG, INT_UP, SCALE_MAX, UE4M3
 
 F32 = np.float32

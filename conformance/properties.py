@@ -37,7 +37,7 @@ rht                    rne, sr   quantize(x, rht=) equals the reference for ever
 =====================  ========  ==================================================================
 
 The reference for scheme properties is the numpy emulator (itself tested equal to the
-scalar reference); element tables use :func:`fp4spec.reference.encode_scalar`.
+scalar reference); element tables use :func:`fp4spec.elements.encode_scalar`.
 """
 
 from __future__ import annotations
@@ -484,7 +484,7 @@ def strategy_saturation(env: Env, t: Target):
 # =====================================================================================================
 
 def check_element_ties(env: Env, t: Target, rng) -> None:
-    from fp4spec.reference import encode_scalar
+    from fp4spec.elements import encode_scalar
 
     fmt = t.scheme.element
     x = builders.element_tie_values(fmt)

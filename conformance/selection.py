@@ -43,7 +43,7 @@ def margins(scheme: Scheme, blocks: np.ndarray, ts) -> np.ndarray:
 
         *_, err_fp, err_int = candidates(blocks, ts.amax, ts.encode, ts.decode, scheme.scale_rule)
         return err_int.astype(np.float64) - err_fp.astype(np.float64)
-    from fp4spec.emulator import blockscale as bs
+    from fp4spec.emulator import scaling as bs
 
     xb = blocks[None]  # (1, n, k)
     vec_max = np.max(np.abs(xb), axis=-1)
@@ -126,7 +126,7 @@ def four_over_six_decode_scale(x: np.ndarray, scheme: Scheme, rounding: str = "r
     flashinfer-ai/flashinfer#3448). Returns (codes, scales, S_dec) for 2-D x."""
     from types import SimpleNamespace
 
-    from fp4spec.emulator import blockscale as bs
+    from fp4spec.emulator import scaling as bs
 
     k = scheme.block_size
     xb = np.asarray(x, np.float32).reshape(x.shape[0], -1, k)

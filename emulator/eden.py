@@ -9,7 +9,7 @@ import numpy as np
 
 from fp4spec.eden import BLOCK, E2M1, GLOBAL_BOUND, HEADROOM, ONE_CODE, UE4M3, check_arguments
 
-from .encode import encode
+from .elements import encode
 
 F32 = np.float32
 _UE4M3 = UE4M3.values.astype(np.float32)

@@ -2,7 +2,7 @@
 
 A format with at most 64 codes is small enough that the code of every 16-bit input pattern
 fits in a 64 KiB table, and the code of a float32 depends on little more than its high 16
-bits. The tables are *built by the general encoder* (:func:`fp4spec.emulator.encode.encode`
+bits. The tables are *built by the general encoder* (:func:`fp4spec.emulator.elements.encode`
 on every pattern they stand for), so they agree with it by construction; what has to be
 argued is only that a float32 whose low 16 bits are not zero encodes like the pattern with
 low bits ``0x0001``:
@@ -81,7 +81,7 @@ def tables(fmt: Format, mode: str, overflow: str, nan_policy: str, neg_zero: str
     """The tables of one configuration (steps 3-5 of the module docstring), or None when
     the premise of step 2 fails. ``nan_policy`` is the resolved policy (never ``"auto"``);
     ``general`` is the general encoder that fills them
-    (:func:`fp4spec.emulator.encode.encode_general`, passed in: it imports this module)."""
+    (:func:`fp4spec.emulator.elements.encode_general`, passed in: it imports this module)."""
     encode_general = general
 
     raises = nan_policy == "error"

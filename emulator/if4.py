@@ -11,7 +11,7 @@ import numpy as np
 
 from fp4spec.if4 import E2M1, FP_MAX, INT4, INT_DOWN, INT_FLAG, INT_UP, SCALE_MAX, UE4M3, check_finite, tensor_scales
 
-from .encode import encode
+from .elements import encode
 
 F32 = np.float32
 FLT_MAX = F32(np.finfo(np.float32).max)

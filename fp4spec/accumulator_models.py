@@ -404,7 +404,7 @@ def format_carrier(fmt) -> Carrier:
     fractional significand bits that make every finite value an integer."""
     from fractions import Fraction
 
-    from .reference import floor_log2
+    from .elements import floor_log2
 
     if fmt.kind == "float":
         emin = fmt.emin
@@ -432,7 +432,7 @@ def element_carrier(model: "AccumulatorModel", fmt) -> Carrier:
 def representable(v, carrier: Carrier) -> bool:
     from fractions import Fraction
 
-    from .reference import floor_log2
+    from .elements import floor_log2
 
     v = abs(Fraction(v))
     if v == 0:

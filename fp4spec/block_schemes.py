@@ -1,7 +1,7 @@
 """Block-scaling scheme descriptors: which element format, which block, which scale, which rule.
 
 A :class:`Scheme` only *describes*; :mod:`fp4spec.scaling` (exact scalar reference) and
-:mod:`fp4spec.emulator.blockscale` (vectorized) *define* what quantizing with it does.
+:mod:`fp4spec.emulator.scaling` (vectorized) *define* what quantizing with it does.
 
 Three structures:
 

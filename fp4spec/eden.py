@@ -13,7 +13,7 @@ fp4spec's definition follows the PyTorch reference of IST-DASLab/Quartet-II
 * The rotation is the caller's: x is the rotated tensor (e.g. :func:`fp4spec.rht.rht` with a
   fresh seed per step); ``group`` is the rotation size (the correction runs per group).
 * The stochastic rounding of the scales takes explicit random bits (one per block, StochasticA
-  with ``sr_bits`` bits, :func:`fp4spec.reference.encode_scalar`), where the reference draws
+  with ``sr_bits`` bits, :func:`fp4spec.elements.encode_scalar`), where the reference draws
   ``torch.bernoulli``; a corrected scale above 448 saturates (the reference clamps to 447.99).
 * The correction's two sums are exact, rounded once to float64 (``math.fsum``); the reference
   sums in float32 in the device's order.
@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from .number_formats import get_format
-from .reference import encode_scalar
+from .elements import encode_scalar
 
 F32 = np.float32
 BLOCK = 16

@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Iterable, Sequence
 
 from .accumulator_models import FP32, AccumulatorModel, Carrier
-from .reference import floor_log2
+from .elements import floor_log2
 
 TWO = Fraction(2)
 NAN = math.nan

@@ -62,7 +62,7 @@ import ml_dtypes
 import numpy as np
 
 from .number_formats import get_format
-from .reference import floor_log2
+from .elements import floor_log2
 from .rounding import check_choice
 
 #: Elements per HiF4 group (level 1, one E6M2 scale).

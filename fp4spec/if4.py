@@ -47,7 +47,7 @@ import numpy as np
 
 from .block_schemes import Scheme
 from .number_formats import get_format
-from .reference import encode_scalar
+from .elements import encode_scalar
 
 F32 = np.float32
 FLT_MAX = F32(np.finfo(np.float32).max)

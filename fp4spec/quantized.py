@@ -468,6 +468,40 @@ class QuantizedTensor:
             return np.array(self.codes, dtype=np.uint8)
         raise NotImplementedError(f"pack: {bits}-bit elements ({self.scheme.element.name}) have no specified packed layout")
 
+    def torch_views(self) -> dict:
+        """The fields as the torch dtypes scaled-matmul APIs take, as bit views (no copy, on
+        the fields' device): ``codes`` -- E2M1 as ``torch.float4_e2m1fn_x2`` (the storage
+        form, two per byte), other elements as their uint8 storage; ``scales`` -- E8M0 as
+        ``torch.float8_e8m0fnu``, UE4M3 as ``torch.float8_e4m3fn``, others uint8. Torch
+        fields only (``q.to_torch(device)`` first for numpy ones)."""
+        if not self.is_torch:
+            raise TypeError("torch_views: the fields are numpy arrays; use q.to_torch(device).torch_views(), "
+                            "or q.ml_dtypes_views() for numpy")
+        from .interop import TORCH_SCALE_DTYPES, to_torch_fp4x2, to_torch_scales
+
+        el, sc = self.scheme.element.name, self.scheme.scale.name
+        codes = to_torch_fp4x2(self.storage) if el == "e2m1" else self.storage
+        scales = to_torch_scales(self.scales, sc) if sc in TORCH_SCALE_DTYPES else self.scales
+        return {"codes": codes, "scales": scales}
+
+    def ml_dtypes_views(self) -> dict:
+        """The fields as ml_dtypes arrays, as bit views of the numpy arrays (no copy): ``codes``
+        one per element (ml_dtypes' sub-byte types are unpacked) as the element's ml_dtypes
+        type, ``scales`` as the scale's (E8M0 ``float8_e8m0fnu``, UE4M3 ``float8_e4m3fn``);
+        a field whose format has no ml_dtypes type stays uint8. Numpy fields only."""
+        if self.is_torch:
+            raise TypeError("ml_dtypes_views: the fields are torch tensors; use q.to_numpy().ml_dtypes_views(), "
+                            "or q.torch_views()")
+        import ml_dtypes
+
+        from .interop import ML_DTYPES_NAMES
+
+        def view(a, fmt):
+            name = ML_DTYPES_NAMES.get(fmt.name)
+            return a if name is None else a.view(getattr(ml_dtypes, name))
+
+        return {"codes": view(self.codes, self.scheme.element), "scales": view(self.scales, self.scheme.scale)}
+
     def equals(self, other: "QuantizedTensor") -> bool:
         """Bit-exact equality of every field (codes, scales, tensor-scale bits, HiF4 bits,
         scheme, axis, shape, rht), numpy and torch alike (a torch QuantizedTensor equals its

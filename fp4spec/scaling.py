@@ -4,11 +4,11 @@ Every function here is slow and literal: exact integers and :class:`fractions.Fr
 where the specification is exact math (the E8M0 exponent rules), explicit ``np.float32``
 scalar operations, one IEEE binary32 rounding each (RNE, no flush-to-zero), where the
 specification *is* float32 arithmetic (the NVFP4 scale chains). The vectorized emulator
-(:mod:`fp4spec.emulator.blockscale`) is tested equal to these, bit for bit.
+(:mod:`fp4spec.emulator.scaling`) is tested equal to these, bit for bit.
 
 Notation: ``fp32(e)`` evaluates ``e`` in binary32 with RNE; ``amax`` = max |x| over a block
 (NaN if any element is NaN); ``FLT_MAX`` = 3.4028235e38. Element conversion is always
-:func:`fp4spec.reference.encode_scalar` (saturating).
+:func:`fp4spec.elements.encode_scalar` (saturating).
 
 Input (step 0, every scheme): x is converted to float32 -- exactly for float16 and
 bfloat16, with RNE for float64 (TransformerEngine and torchao widen BF16 to FP32 and work
@@ -26,7 +26,7 @@ import numpy as np
 
 from .block_schemes import Scheme
 from .number_formats import Format
-from .reference import encode_scalar, floor_log2
+from .elements import encode_scalar, floor_log2
 from ._checks import check_axis
 
 F32 = np.float32

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import html
-from fractions import Fraction
 
 import fp4spec
 

@@ -32,7 +32,7 @@ def ue4m3_halving(amaxes=(1.0, 2.6, 100.0, 1000.0, 0.01, 1e-3, 3000.0), maxes=(3
     rounded to UE4M3 (RNE, saturating): code, exponent and mantissa fields, value."""
     import numpy as np
 
-    from fp4spec.reference import encode_scalar
+    from fp4spec.elements import encode_scalar
 
     ue = fp4spec.get_format("ue4m3")
     header = ["amax"] + [f"amax / {fmt_value(m)} → UE4M3" for m in maxes] + ["same M, E one apart"]

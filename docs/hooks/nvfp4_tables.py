@@ -15,7 +15,7 @@ def nv_scale_order(block_amax, global_amax, max_elem: float = 6.0, scale_bound: 
     two roundings, and torchao's chain. Rows 1 and 3 are checked against ``fp4spec.quantize``."""
     import numpy as np
 
-    from fp4spec.reference import encode_scalar
+    from fp4spec.elements import encode_scalar
 
     F = np.float32
     v, g, m = F(block_amax), F(global_amax), F(max_elem)
@@ -65,7 +65,7 @@ def nv_reciprocal_vs_division(global_amaxes=(1.0, 3.3, 100.1, 775.79785)) -> str
     import numpy as np
 
     from fp4spec import scaling
-    from fp4spec.emulator.encode import encode
+    from fp4spec.emulator.elements import encode
 
     F = np.float32
     sch = fp4spec.get_scheme("nvfp4")

@@ -195,7 +195,7 @@ def mx_example(values, variants=("mxfp4",)) -> str:
     ``fp4spec.quantize`` (the build fails if they disagree).
     """
     from fp4spec import scaling
-    from fp4spec.reference import encode_scalar
+    from fp4spec.elements import encode_scalar
 
     cols = [_variant(v) for v in variants]
     summary = {"block amax": [], "scale exponent e (rule)": [], "scale code (E8M0)": [],
@@ -290,7 +290,7 @@ def two_level_example(values, global_amax=None, variants=("nvfp4",)) -> str:
     import numpy as np
 
     from fp4spec import scaling
-    from fp4spec.reference import encode_scalar
+    from fp4spec.elements import encode_scalar
 
     cols = [_variant(v) for v in variants]
     keys = ["tensor amax g", "tensor scale", "stored decode scale (`global_scale`)", "block amax v",

@@ -1,7 +1,7 @@
 """The public element API: ``fp4spec.encode``, ``fp4spec.decode`` and ``fp4spec.draw_rbits``.
 
 These run the vectorized emulator (:mod:`fp4spec.emulator`), which is tested equal to the
-normative scalar algorithm :func:`fp4spec.reference.encode_scalar`.
+normative scalar algorithm :func:`fp4spec.elements.encode_scalar`.
 """
 
 from __future__ import annotations
@@ -59,14 +59,14 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
         sr_bits: random bits per element (default 8, as Blackwell's ``cvt.rs`` for e2m1).
         seed: for ``"sr"`` without ``rbits``: draw them with :func:`draw_rbits`.
         return_rbits: also return the random bits used (``"sr"`` only).
-        overflow, nan, neg_zero, underflow: policies, see :func:`fp4spec.reference.encode_scalar`
+        overflow, nan, neg_zero, underflow: policies, see :func:`fp4spec.elements.encode_scalar`
             (``underflow="saturate"``: a tiny positive value into E8M0 / E6M2 gives the smallest
             value even under ``overflow="nan"``, as ml_dtypes 0.7).
 
     Returns:
         uint8 codes of x's shape (or ``(codes, rbits)`` with ``return_rbits=True``).
     """
-    from fp4spec.emulator.encode import as_float_array, encode as _encode
+    from fp4spec.emulator.elements import as_float_array, encode as _encode
 
     if rounding == "sr" and rbits is None and seed is not None:
         rbits = draw_rbits(np.shape(as_float_array(x)), sr_bits, seed)
@@ -83,6 +83,6 @@ def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits
 
 def decode(codes, fmt: "str | Format") -> np.ndarray:
     """float64 values of ``codes`` (NaN for NaN codes, -0.0 for the negative-zero code)."""
-    from fp4spec.emulator.encode import decode as _decode
+    from fp4spec.emulator.elements import decode as _decode
 
     return _decode(codes, fmt)

@@ -4,7 +4,7 @@ A *profile* names one implementation (OCP MX v1.0, TransformerEngine, torchao, m
 the HiFloat4 golden model) and records, for each *policy* it has an opinion on, which choice
 it makes. The profile modules (:mod:`.ocp_mx`, :mod:`.transformer_engine`, :mod:`.torchao`,
 :mod:`.ml_dtypes`, :mod:`.hif4`, :mod:`.fouroversix`) hold only that data; the block-scaling algorithms
-(:mod:`fp4spec.scaling`, :mod:`fp4spec.emulator.blockscale`) read the policies of the
+(:mod:`fp4spec.scaling`, :mod:`fp4spec.emulator.scaling`) read the policies of the
 scheme's profile and contain every branch. A policy a profile does not set is shown as
 ``-`` (the vendor has no such operation).
 

@@ -1,7 +1,6 @@
 """Shared helpers: simple block quantizers (callables) so most tests need no quantize_api."""
 
 import numpy as np
-import pytest
 
 import fp4spec
 

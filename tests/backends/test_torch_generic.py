@@ -29,16 +29,15 @@ from hypothesis.extra import numpy as hnp
 torch = pytest.importorskip("torch")
 
 import fp4spec
-import fp4spec  # noqa: E402
 from fp4spec.backends import torch_generic as G  # noqa: E402
 from fp4spec.backends.base import resolve_scheme  # noqa: E402
 from fp4spec.conformance import builders  # noqa: E402
 from fp4spec.conformance import strategies as fst  # noqa: E402
-from fp4spec.emulator import blockscale  # noqa: E402
+from fp4spec.emulator import scaling  # noqa: E402
 from fp4spec.emulator import hif4 as nh  # noqa: E402
-from fp4spec.emulator.encode import encode as np_encode  # noqa: E402
+from fp4spec.emulator.elements import encode as np_encode  # noqa: E402
 from fp4spec.hif4 import CONST_REC, e6m2_code, e6m2_reciprocal, to_bf16  # noqa: E402
-from fp4spec.reference import magnitude_grid  # noqa: E402
+from fp4spec.elements import magnitude_grid  # noqa: E402
 from fp4spec.rounding import NAN_POLICIES, NEG_ZERO_POLICIES, OVERFLOW_POLICIES  # noqa: E402
 
 #: The CPU always; CUDA where there is a GPU (the lead's GPU check: ``-k cuda``).
@@ -282,7 +281,7 @@ def test_mx_every_rounding_adversarial(dev, name, rule):
                 codes, scales, ref = assert_mx_equal(dev, x, sch, -1, mode, rb)
                 if mode == "rne":
                     assert_same_f32(G.dequantize_mx_blocks(codes, scales, sch),
-                                    blockscale.dequantize_mx(ref.moved()["codes"].reshape(codes.shape), ref.scales, sch))
+                                    scaling.dequantize_mx(ref.moved()["codes"].reshape(codes.shape), ref.scales, sch))
                 xt = np.ascontiguousarray(x.T)
                 assert_mx_equal(dev, xt, sch, 0, mode, None if rb is None else np.ascontiguousarray(rb.T))
 
@@ -332,7 +331,7 @@ def test_mx_nonfinite_blocks_and_nan_signs(dev, name):
             codes, _, ref = assert_mx_equal(dev, x, sch)
             assert_same_f32(G.dequantize_mx_blocks(codes, _t(ref.scales, dev), sch), fp4spec.dequantize(ref).reshape(codes.shape))
     if fp4spec.get_format(sch.element).has_nan:
-        from fp4spec.reference import canonical_nan_code
+        from fp4spec.elements import canonical_nan_code
         pos, neg = canonical_nan_code(sch.element, False), canonical_nan_code(sch.element, True)
         codes, _ = mx_torch(dev, x, fp4spec.get_scheme(name))
         assert codes[0, 0, :4].tolist() == [pos, neg, pos, neg]  # +Inf, -Inf, NaN, -NaN
@@ -347,7 +346,7 @@ def test_mx_dequantize_every_code_and_scale(dev, name):
     scales = np.repeat(np.array([0, 1, 2, 100, 127, 200, 254, 255], np.uint8)[:, None], 8, axis=1)
     got = G.dequantize_mx_blocks(_t(codes, dev), _t(scales, dev), sch)
     assert got.dtype == torch.float32
-    assert_same_f32(got, blockscale.dequantize_mx(codes, scales, sch))
+    assert_same_f32(got, scaling.dequantize_mx(codes, scales, sch))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -14,8 +14,8 @@ import numpy as np
 from fp4spec.backends import NumpyBackend as _NumpyBackend, resolve_scheme
 from fp4spec.block_schemes import get_scheme
 from fp4spec.conformance.chain import block_scale_value
-from fp4spec.emulator import blockscale
-from fp4spec.emulator.encode import encode
+from fp4spec.emulator import scaling
+from fp4spec.emulator.elements import encode
 from fp4spec.quantized import QuantizedTensor
 from fp4spec.scaling import element_nan_policy, prepare_input, two_level_tensor_scale
 
@@ -46,7 +46,7 @@ def _two_level_parts(x, sch, rounding, rbits, sr_bits):
     with np.errstate(invalid="ignore"):
         gmax = np.max(np.abs(xb)) if xb.size else F32(0.0)
     ts = two_level_tensor_scale(F32(gmax), sch)
-    scale_codes = blockscale.block_scale_codes(blockscale.block_amaxes(xb, sch), ts, sch)
+    scale_codes = scaling.block_scale_codes(scaling.block_amaxes(xb, sch), ts, sch)
     return prep, xb, rb, ts, scale_codes
 
 
@@ -280,10 +280,10 @@ class ScaleCastTruncates(NumpyBackend):
         if sch.structure != "two_level" or sch.scale_rule != "amax":
             return super().quantize(x, sch, rounding=rounding, rbits=rbits, sr_bits=sr_bits)
         prep, xb, rb, ts, _ = _two_level_parts(x, sch, rounding, rbits, sr_bits)
-        s = block_scale_value(blockscale.block_amaxes(xb, sch), sch, ts)
+        s = block_scale_value(scaling.block_amaxes(xb, sch), sch, ts)
         scale_codes = encode(s, sch.scale, "rtz", overflow="saturate")
-        mult = blockscale.element_multipliers(scale_codes, ts, sch)
-        codes = blockscale.element_codes(xb, mult, sch, rounding, rb, sr_bits)
+        mult = scaling.element_multipliers(scale_codes, ts, sch)
+        codes = scaling.element_codes(xb, mult, sch, rounding, rb, sr_bits)
         return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scale_codes, ts.decode, sch, prep.axis,
                                           prep.shape)
 
@@ -332,11 +332,11 @@ class TorchaoChainForTe(_TeChainDefect):
         with np.errstate(all="ignore"):
             amax = np.max(np.abs(xb)) if xb.size else F32(0)
             pts = F32(F32(amax) / (F32(sch.scale_bound) * F32(sch.max_elem)))
-            s = np.minimum((blockscale.block_amaxes(xb, sch) / F32(sch.max_elem)) / pts, F32(sch.scale.max))
+            s = np.minimum((scaling.block_amaxes(xb, sch) / F32(sch.max_elem)) / pts, F32(sch.scale.max))
         codes_s = encode(s.astype(np.float32), sch.scale, "rne", overflow="saturate")
         with np.errstate(all="ignore"):
             mult = (F32(1.0) / pts) / sch.scale.values.astype(np.float32)[codes_s]
-        return blockscale.element_codes(xb, mult.astype(np.float32), sch, rounding, rb, sr_bits), codes_s, pts
+        return scaling.element_codes(xb, mult.astype(np.float32), sch, rounding, rb, sr_bits), codes_s, pts
 
 
 class E4M3ScaleFloor(_TeChainDefect):
@@ -346,11 +346,11 @@ class E4M3ScaleFloor(_TeChainDefect):
     name = "e4m3-scale-floor"
 
     def broken(self, sch, xb, rb, ts, scale_codes, rounding, sr_bits):
-        s = block_scale_value(blockscale.block_amaxes(xb, sch), sch, ts)
+        s = block_scale_value(scaling.block_amaxes(xb, sch), sch, ts)
         s = np.minimum(np.maximum(s, F32(2.0 ** -6)), F32(sch.scale.max))  # NaN stays NaN
         scale_codes = encode(s.astype(np.float32), sch.scale, "rne", overflow="saturate")
-        mult = blockscale.element_multipliers(scale_codes, ts, sch)
-        return blockscale.element_codes(xb, mult, sch, rounding, rb, sr_bits), scale_codes, ts.decode
+        mult = scaling.element_multipliers(scale_codes, ts, sch)
+        return scaling.element_codes(xb, mult, sch, rounding, rb, sr_bits), scale_codes, ts.decode
 
 
 class NanOnlyBlocks(NumpyBackend):
@@ -663,9 +663,9 @@ class RhtAmaxBeforeTransform(_NumpyBackend):
         prep, xb, rb, _, _ = _two_level_parts(y, sch, rounding, rbits, sr_bits)
         with np.errstate(invalid="ignore"):
             ts = two_level_tensor_scale(F32(np.max(np.abs(np.asarray(x, np.float32)))) if np.size(x) else F32(0), sch)
-        scale_codes = blockscale.block_scale_codes(blockscale.block_amaxes(xb, sch), ts, sch)
-        mult = blockscale.element_multipliers(scale_codes, ts, sch)
-        codes = blockscale.element_codes(xb, mult, sch, rounding, rb, sr_bits)
+        scale_codes = scaling.block_scale_codes(scaling.block_amaxes(xb, sch), ts, sch)
+        mult = scaling.element_multipliers(scale_codes, ts, sch)
+        codes = scaling.element_codes(xb, mult, sch, rounding, rb, sr_bits)
         return QuantizedTensor.from_moved(codes.reshape(prep.x.shape), scale_codes, ts.decode, sch, prep.axis,
                                           prep.shape, rht=rht)
 
@@ -733,7 +733,6 @@ class SwappedScalesGemm(_GemmDefect):
     name = "gemm-swapped-scales"
 
     def matmul(self, qa, qb, *, accumulator, c=None):
-        import dataclasses
 
         import fp4spec
 

@@ -8,7 +8,7 @@ import fp4spec
 from fp4spec.backends import resolve_scheme
 from fp4spec.conformance import builders, chain
 from fp4spec.conformance import strategies as fst
-from fp4spec.emulator.encode import encode
+from fp4spec.emulator.elements import encode
 from fp4spec.scaling import element_nan_policy
 
 CHAIN_SCHEMES = ["mxfp4", "mxfp6_e3m2", "mxfp8_e4m3", "nvfp4", "nvfp4_2d", "ufp4", "nvint4",

@@ -1,6 +1,6 @@
 """The table-driven encoder equals the general threshold encoder, bit for bit, and runs only where it is proven.
 
-The general encoder equals the scalar reference exhaustively (test_encode_equivalence.py);
+The general encoder equals the scalar reference exhaustively (test_elements_equivalence.py);
 here the tables equal the general encoder on every bfloat16 and float16 pattern, on every
 float32 high half with the low halves that decide a rounding (0, 1, 0x7FFF, 0x8000,
 0xFFFF), and on random float32 patterns, for every format and deterministic mode they
@@ -18,8 +18,8 @@ from hypothesis.extra import numpy as hnp
 
 import fp4spec
 from fp4spec.emulator import encode_table
-from fp4spec.emulator.encode import encode, encode_general
-from fp4spec.reference import encode_scalar
+from fp4spec.emulator.elements import encode, encode_general
+from fp4spec.elements import encode_scalar
 from fp4spec.rounding import ROUNDING_MODES
 
 TABLE_FORMATS = [n for n in fp4spec.formats if fp4spec.get_format(n).bits <= encode_table.MAX_BITS]
@@ -31,7 +31,7 @@ F32_EDGES = np.concatenate([(PATTERNS << 16) | low for low in (0, 1, 0x7FFF, 0x8
 F32_RANDOM = np.random.default_rng(0).integers(0, 1 << 32, 1 << 18, dtype=np.uint64).astype(np.uint32).view(np.float32)
 ALL_BF16 = PATTERNS.astype(np.uint16).view(ml_dtypes.bfloat16)
 ALL_F16 = PATTERNS.astype(np.uint16).view(np.float16)
-encode_module = sys.modules["fp4spec.emulator.encode"]  # the package's name 'encode' is the function
+encode_module = sys.modules["fp4spec.emulator.elements"]  # the package's name 'encode' is the function
 
 
 def policy_sets(fmt):

@@ -154,7 +154,7 @@ def test_is_f32_midpoint():
 
 
 def test_exponents_and_lsbs():
-    from fp4spec.reference import floor_log2
+    from fp4spec.elements import floor_log2
 
     rng = np.random.default_rng(4)
     x = rng.integers(0, 1 << 32, 3000, dtype=np.uint64).astype(np.uint32).view(F32)
@@ -475,7 +475,7 @@ def test_element_and_scale_statistics(fmt):
     """element_stats and scale_stats against the exponents and lsbs of every value."""
     from fp4spec.emulator import gemm_core
 
-    from fp4spec.reference import floor_log2
+    from fp4spec.elements import floor_log2
 
     f = fp4spec.get_format(fmt)
     rng = np.random.default_rng(8)

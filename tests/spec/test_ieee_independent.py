@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import fp4spec
-from fp4spec.reference import encode_scalar
+from fp4spec.elements import encode_scalar
 
 SR_BITS = 8
 

@@ -209,3 +209,29 @@ def test_torch_scales_from_uint8_tensor_and_errors():
         to_torch_scales(torch.tensor([200], dtype=torch.uint8), "ue4m3")
     with pytest.raises(ValueError, match="t: expected dtype"):
         from_torch_scales(torch.zeros(1, dtype=torch.bfloat16))
+
+
+def test_quantized_tensor_views_are_bit_views():
+    """QuantizedTensor.ml_dtypes_views (numpy) and torch_views (torch, storage form) share the
+    fields' bytes: same values as fp4spec decodes them, no copy."""
+    import ml_dtypes
+
+    import fp4spec
+
+    x = np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32)
+    for name, scale_dtype in (("mxfp4", ml_dtypes.float8_e8m0fnu), ("nvfp4", ml_dtypes.float8_e4m3fn)):
+        q = fp4spec.quantize(x, name)
+        v = q.ml_dtypes_views()
+        assert v["codes"].dtype == ml_dtypes.float4_e2m1fn and v["scales"].dtype == scale_dtype
+        assert np.shares_memory(v["codes"], q.codes) and np.shares_memory(v["scales"], q.scales)
+        np.testing.assert_array_equal(v["codes"].astype(np.float64), fp4spec.decode(q.codes, "e2m1"))
+        with pytest.raises(TypeError, match="torch_views: the fields are numpy arrays"):
+            q.torch_views()
+    torch = pytest.importorskip("torch")
+    qt = fp4spec.quantize(torch.from_numpy(x), "nvfp4", backend="torch")
+    tv = qt.torch_views()
+    assert tv["codes"].dtype == torch.float4_e2m1fn_x2 and tv["scales"].dtype == torch.float8_e4m3fn
+    assert tv["codes"].shape == (4, 32) and tv["scales"].data_ptr() == qt.scales.data_ptr()
+    np.testing.assert_array_equal(tv["codes"].view(torch.uint8).numpy(), fp4spec.pack(qt.codes.numpy()))
+    with pytest.raises(TypeError, match="ml_dtypes_views: the fields are torch tensors"):
+        qt.ml_dtypes_views()

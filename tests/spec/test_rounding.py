@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import fp4spec
-from fp4spec.reference import encode_scalar, magnitude_grid
+from fp4spec.elements import encode_scalar, magnitude_grid
 from fp4spec.rounding import choose_neighbour
 
 

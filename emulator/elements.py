@@ -1,4 +1,4 @@
-"""Vectorized encode/decode: the scalar reference of :mod:`fp4spec.reference` over whole arrays.
+"""Vectorized encode/decode: the scalar reference of :mod:`fp4spec.elements` over whole arrays.
 
 Method: rounding a magnitude onto a sorted grid is counting decision thresholds. For each
 (format, sign, mode) we precompute the thresholds ``T`` in the compute dtype so that the
@@ -22,9 +22,9 @@ import ml_dtypes
 import numpy as np
 
 from fp4spec.number_formats import Format, get_format
-from fp4spec.reference import (
+from fp4spec.elements import (
     check_policies,
-    _negative_zero_code,
+    negative_zero_code,
     magnitude_grid,
     nan_error,
     nan_input_code,
@@ -49,7 +49,7 @@ class _Side:
 
 
 @lru_cache(maxsize=None)
-def _side(fmt: Format, negative: bool, neg_zero: str) -> _Side:
+def side_table(fmt: Format, negative: bool, neg_zero: str) -> _Side:
     grid = magnitude_grid(fmt, negative)
     codes = []
     for g in grid:
@@ -57,7 +57,7 @@ def _side(fmt: Format, negative: bool, neg_zero: str) -> _Side:
         match = [c for vv, c in fmt.grid if vv == v]
         codes.append(match[0] if match else 0)
     if negative and fmt.has_negative_zero and neg_zero == "preserve" and grid[0] == 0:
-        codes[0] = _negative_zero_code(fmt)
+        codes[0] = negative_zero_code(fmt)
     mags = np.array([float(g) for g in grid])
     even = np.array([significand_is_even(fmt, g) for g in grid])
     dtype = np.uint8 if fmt.bits <= 8 else np.uint16
@@ -72,12 +72,12 @@ def _exact_in(values: np.ndarray, dtype) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _thresholds(fmt: Format, negative: bool, kind: str, dtype_name: str) -> np.ndarray | None:
+def thresholds(fmt: Format, negative: bool, kind: str, dtype_name: str) -> np.ndarray | None:
     """Thresholds in ``dtype`` with index = sum(a >= T); None if not exact in ``dtype``.
 
     kind: ``"rne"``, ``"rna"`` (nearest), ``"down"`` (toward zero), ``"up"`` (away from zero).
     """
-    side = _side(fmt, negative, "preserve")
+    side = side_table(fmt, negative, "preserve")
     dtype = np.dtype(dtype_name)
     m = side.mags
     if kind in ("rne", "rna"):
@@ -134,7 +134,7 @@ def as_float_array(x) -> np.ndarray:
 
 
 def _index(a: np.ndarray, fmt: Format, negative: bool, kind: str, cdt) -> np.ndarray:
-    t = _thresholds(fmt, negative, kind, np.dtype(cdt).name)
+    t = thresholds(fmt, negative, kind, np.dtype(cdt).name)
     if t is None:  # thresholds not exact in float32: fall back to float64
         with np.errstate(invalid="ignore"):  # signalling NaNs (masked later) warn when widened
             a = a.astype(np.float64)
@@ -150,7 +150,7 @@ def _round_side(a: np.ndarray, fmt: Format, negative: bool, mode: str, cdt, r, s
         return _index(a, fmt, negative, "down", cdt)
     if mode in ("rup", "rdn"):
         return _index(a, fmt, negative, "up", cdt)
-    side = _side(fmt, negative, "preserve")
+    side = side_table(fmt, negative, "preserve")
     down = _index(a, fmt, negative, "down", cdt).astype(np.int64)
     if mode == "rto":
         up = _index(a, fmt, negative, "up", cdt).astype(np.int64)
@@ -175,7 +175,7 @@ def _round_side(a: np.ndarray, fmt: Format, negative: bool, mode: str, cdt, r, s
 def encode(x, fmt: "str | Format", rounding: str = "rne", *, rbits=None, sr_bits: int = DEFAULT_SR_BITS,
            overflow: str = "saturate", nan: str = "auto", neg_zero: str = "preserve",
            underflow: str = "overflow") -> np.ndarray:
-    """Vectorized :func:`fp4spec.reference.encode_scalar`: same steps, same results, whole arrays.
+    """Vectorized :func:`fp4spec.elements.encode_scalar`: same steps, same results, whole arrays.
 
     Returns uint8 codes (uint16 for formats wider than 8 bits) of x's shape. Formats of at
     most 6 bits with a deterministic rounding mode encode float32, bfloat16 and float16
@@ -241,7 +241,7 @@ def encode_general(x: np.ndarray, fmt: Format, mode: str, rbits, sr_bits: int, o
 
     a = np.abs(xc)
     neg = np.signbit(xc)
-    pos_side = _side(fmt, False, neg_zero)
+    pos_side = side_table(fmt, False, neg_zero)
     top = len(pos_side.mags) - 1
     if not fmt.signed:
         # Unsigned: -0.0 rounds like +0.0; any other negative value is out of range below.
@@ -269,7 +269,7 @@ def encode_general(x: np.ndarray, fmt: Format, mode: str, rbits, sr_bits: int, o
         out_lo = np.zeros(xc.shape, bool)
     elif _same_grid(fmt):
         idx = _round_signed(a, neg, fmt, mode, cdt, r, sr_bits)
-        neg_codes = _side(fmt, True, neg_zero).codes
+        neg_codes = side_table(fmt, True, neg_zero).codes
         out = np.where(neg, neg_codes[idx], pos_side.codes[idx])
         out_hi = idx == top
         out_lo = (idx == 0) if pos_side.low_ext else np.zeros(xc.shape, bool)
@@ -279,7 +279,7 @@ def encode_general(x: np.ndarray, fmt: Format, mode: str, rbits, sr_bits: int, o
         out_lo = np.zeros(xc.shape, bool)
         for negative in (False, True):
             sel = neg == negative
-            side = _side(fmt, negative, neg_zero)
+            side = side_table(fmt, negative, neg_zero)
             rr = None if r is None else r[sel]
             idx = _round_side(a[sel], fmt, negative, mode, cdt, rr, sr_bits)
             out[sel] = side.codes[idx]
@@ -314,7 +314,7 @@ def _codes_are_sign_magnitude_indices(fmt: Format) -> bool:
     """True if code == magnitude index (| sign bit) on both sides, as for most minifloats."""
     if not fmt.signed or not _same_grid(fmt):
         return False
-    pos = _side(fmt, False, "preserve")
+    pos = side_table(fmt, False, "preserve")
     if pos.low_ext:
         return False
     finite = len(pos.mags) - 1  # the last point is the extension above max
@@ -352,9 +352,9 @@ def _apply_out_of_range(out, mask, neg, x, fmt, mode, overflow, high, infinite=F
 
 @lru_cache(maxsize=None)
 def _out_of_range_code_vec(fmt, negative, high, mode, overflow, infinite=False):
-    from fp4spec.reference import _out_of_range_code
+    from fp4spec.elements import out_of_range_code
 
-    return _out_of_range_code(fmt, None, negative, high, mode, overflow, infinite)
+    return out_of_range_code(fmt, None, negative, high, mode, overflow, infinite)
 
 
 def decode(codes, fmt: "str | Format") -> np.ndarray:

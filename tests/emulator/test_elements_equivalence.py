@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import fp4spec
 from fp4spec.emulator import encode
-from fp4spec.reference import encode_scalar
+from fp4spec.elements import encode_scalar
 from fp4spec.rounding import ROUNDING_MODES
 
 FORMATS = list(fp4spec.formats)

@@ -84,7 +84,7 @@ def _code_of(fmt: Format, value: Fraction) -> int:
 
 
 @lru_cache(maxsize=None)
-def _negative_zero_code(fmt: Format) -> int:
+def negative_zero_code(fmt: Format) -> int:
     return next(c for c in range(1 << fmt.bits) if fmt._decode_exact(c)[0] == "negzero")
 
 
@@ -152,12 +152,12 @@ def nan_input_code(fmt: Format, policy: str, negative: bool) -> int:
     if policy == "signed_zero":
         # ml_dtypes: the quiet NaN of a NaN-less format is its -0 code, negated for -NaN.
         if fmt.has_negative_zero and not negative:
-            return _negative_zero_code(fmt)
+            return negative_zero_code(fmt)
         return _code_of(fmt, Fraction(0))
     raise nan_error(fmt)
 
 
-def _out_of_range_code(fmt: Format, x, negative: bool, high: bool, mode: str, overflow: str,
+def out_of_range_code(fmt: Format, x, negative: bool, high: bool, mode: str, overflow: str,
                        infinite: bool = False) -> int:
     """Step 7 of :func:`encode_scalar` (``infinite``: x is +-Inf, which is not rounded)."""
     if overflow == "error":
@@ -233,30 +233,30 @@ def encode_scalar(x, fmt: "str | Format", rounding: str = "rne", *, r: int | Non
     a = None if value is None else abs(value)
     # Step 3
     if negative and not fmt.signed and (a is None or a != 0):
-        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=overflow)
+        return out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=overflow)
     grid = magnitude_grid(fmt, negative and fmt.signed)
     # Step 4
     if a is None:
-        return _out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow, infinite=True)
+        return out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow, infinite=True)
     if a >= grid[-1]:
-        return _out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow)
+        return out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow)
     has_low_ext = grid[0] > 0
     low_policy = "saturate" if underflow == "saturate" and a != 0 else overflow  # step 7
     if has_low_ext and a <= grid[0]:
-        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=low_policy)
+        return out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=low_policy)
     # Step 5
     i = bisect.bisect_right(grid, a) - 1
     lo, hi = grid[i], grid[min(i + 1, len(grid) - 1)]
     result = choose_neighbour(a, lo, hi, significand_is_even(fmt, lo), significand_is_even(fmt, hi),
                               mode, negative=negative, r=r, sr_bits=sr_bits)
     if result == grid[-1]:
-        return _out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow)
+        return out_of_range_code(fmt, x, negative, high=True, mode=mode, overflow=overflow)
     if has_low_ext and result == grid[0]:
-        return _out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=low_policy)
+        return out_of_range_code(fmt, x, negative, high=False, mode=mode, overflow=low_policy)
     # Step 6
     if result == 0:
         if negative and fmt.has_negative_zero and neg_zero == "preserve":
-            return _negative_zero_code(fmt)
+            return negative_zero_code(fmt)
         return _code_of(fmt, Fraction(0))
     return _code_of(fmt, -result if negative else result)
 

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 import fp4spec
 from fp4spec.block_schemes import get_scheme
-from fp4spec.emulator import blockscale
-from fp4spec.emulator.encode import encode
+from fp4spec.emulator import scaling
+from fp4spec.emulator.elements import encode
 from fp4spec.number_formats import get_format
 from fp4spec.api.block_scaling import quantize
 from fp4spec.scaling import dequantize_reference, quantize_reference
@@ -160,7 +160,7 @@ def test_chunking_does_not_change_results(monkeypatch, chunk):
         s = get_scheme(name, **ov)
         x = adversarial(11, shape, s, True)
         expected.append((x, s, quantize(x, s)))
-    monkeypatch.setattr(blockscale, "CHUNK_ELEMENTS", chunk)
+    monkeypatch.setattr(scaling, "CHUNK_ELEMENTS", chunk)
     for x, s, q in expected:
         assert quantize(x, s).equals(q)
 
@@ -240,10 +240,10 @@ def test_encode_ue4m3_fast_path_equals_encoder():
     rnd = np.random.default_rng(0).uniform(0, 448, 200000).astype(np.float32)
     tiny = np.random.default_rng(1).uniform(0, 2 ** -8, 100000).astype(np.float32)
     s = np.minimum(np.concatenate([near, rnd, tiny, [0.0, 448.0, np.nan, -np.nan]]).astype(np.float32), F32(448))
-    assert np.array_equal(blockscale.encode_ue4m3(s), encode(s, "ue4m3", overflow="saturate"))
+    assert np.array_equal(scaling.encode_ue4m3(s), encode(s, "ue4m3", overflow="saturate"))
 
 
 def test_abs_max_last_propagates_nan_and_reads_inf():
     a = np.array([[1.0, -3.0, 2.0], [1.0, np.nan, 5.0], [-np.inf, 0.0, 1.0], [-0.0, 0.0, -0.0]], np.float32)
-    m = blockscale.abs_max_last(a)
+    m = scaling.abs_max_last(a)
     assert m[0] == 3.0 and np.isnan(m[1]) and m[2] == np.inf and m[3] == 0 and not np.signbit(m[3])

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 import fp4spec
 from fp4spec.block_schemes import get_scheme
-from fp4spec.emulator import blockscale, encode_table
+from fp4spec.emulator import encode_table, scaling
 from fp4spec.api.block_scaling import quantize
 from fp4spec.scaling import dequantize_reference, quantize_reference
 
-from tests.emulator.test_blockscale import adversarial, same_bits_nan_aware
+from tests.emulator.test_scaling import adversarial, same_bits_nan_aware
 
 F32 = np.float32
 SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -28,7 +28,7 @@ def fast_paths_everywhere(monkeypatch):
     """Tables for every size, and chunks small enough that a test tensor spans several."""
     monkeypatch.setattr(encode_table, "MIN_ELEMENTS", 1)
     monkeypatch.setattr(encode_table, "CHUNK_ELEMENTS", 50)
-    monkeypatch.setattr(blockscale, "CHUNK_ELEMENTS", 200)
+    monkeypatch.setattr(scaling, "CHUNK_ELEMENTS", 200)
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
@@ -95,7 +95,7 @@ def test_abs_max_last_equals_numpy_max_of_abs(k, dtype):
         x = x.astype(dtype)
     with np.errstate(invalid="ignore"):
         want = np.max(np.abs(x.astype(np.float32)), axis=-1)
-    got = blockscale.abs_max_last(x)
+    got = scaling.abs_max_last(x)
     assert got.dtype == np.float32
     assert same_bits_nan_aware(got, want)
     assert got[5] == 0 and not np.signbit(got[5])
@@ -104,7 +104,7 @@ def test_abs_max_last_equals_numpy_max_of_abs(k, dtype):
 def test_max_of_aligned_groups_halves_down_to_the_groups():
     flat = np.random.default_rng(0).integers(0, 1 << 31, 64 * 32, dtype=np.uint32)
     for k in (1, 2, 4, 32, 64):
-        np.testing.assert_array_equal(blockscale.max_of_aligned_groups(flat, k), flat.reshape(-1, k).max(axis=1))
+        np.testing.assert_array_equal(scaling.max_of_aligned_groups(flat, k), flat.reshape(-1, k).max(axis=1))
 
 
 # -- dequantize ---------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def test_chunked_dequantize_equals_reference(monkeypatch, name, overrides, chunk
     s = get_scheme(name, **overrides)
     x = adversarial(5, (32, 64) if s.is_2d else (6, 96), s, True)
     q = quantize(x, s)
-    monkeypatch.setattr(blockscale, "CHUNK_ELEMENTS", chunk)
+    monkeypatch.setattr(scaling, "CHUNK_ELEMENTS", chunk)
     assert same_bits_nan_aware(fp4spec.dequantize(q), dequantize_reference(q))
     qt = quantize(x.T.copy(), s, axis=0, pad=True)  # the blocked axis first: a strided view of the codes
     assert same_bits_nan_aware(fp4spec.dequantize(qt), dequantize_reference(qt))
@@ -126,7 +126,7 @@ def test_dequantize_every_mx_scale_and_element_code():
     codes = np.tile(np.arange(16, dtype=np.uint8), 256 * 2).reshape(256, 32)
     scales = np.arange(256, dtype=np.uint8)[:, None]
     s = get_scheme("mxfp4")
-    got = blockscale.dequantize_mx(codes[:, None, :], scales, s)[:, 0, :]
+    got = scaling.dequantize_mx(codes[:, None, :], scales, s)[:, 0, :]
     with np.errstate(over="ignore", invalid="ignore"):  # 2^128 for byte 0xFF (NaN below)
         want = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float32) * np.ldexp(F32(1), scales.astype(np.int32) - 127)
     want[255] = np.nan

@@ -4,7 +4,7 @@ Same steps, same float32 operations in the same order, whole arrays at a time: b
 reshape to ``(..., n_blocks, block)``, amax is a reduction over the last axis, scales are
 float32 numpy operations on the ``(..., n_blocks)`` array of amaxes (E8M0 exponents are
 integer operations on the float32 bit patterns), and elements are one broadcast multiply
-followed by :func:`fp4spec.emulator.encode.encode` (by lookup table for elements of at most
+followed by :func:`fp4spec.emulator.elements.encode` (by lookup table for elements of at most
 6 bits, :mod:`fp4spec.emulator.encode_table`). No Python loop
 runs per block. Inputs here are float32 with the blocked axis last and padded
 (:func:`fp4spec.scaling.prepare_input`), or float16 / bfloat16 the same way (``keep_16bit``):
@@ -42,7 +42,7 @@ import numpy as np
 from fp4spec.block_schemes import Scheme
 from fp4spec.scaling import FLT_MAX, TensorScale, element_nan_policy, two_level_tensor_scale
 
-from .encode import encode
+from .elements import encode
 
 F32 = np.float32
 
