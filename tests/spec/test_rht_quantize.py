@@ -4,7 +4,6 @@ x' = rht.apply(x prepared, axis=-1) as float32, after padding; the tensor amax i
 index the elements of x'; the QuantizedTensor records the RHT and holds rotated values.
 """
 
-import dataclasses
 
 import ml_dtypes
 import numpy as np
