@@ -356,16 +356,30 @@ class QuantizedTensor:
         of a backend (blocked axis last, x padded) moved back to the caller's axis (views, no
         copies) with the caller's shape, ``rht`` and backend name. The values are not scanned
         again."""
-        nd, m = len(shape), self._moved_fields()
-        q = object.__new__(QuantizedTensor)
-        fields = dict(data=_moveaxis(m["data"], -1, axis), scales=_move_back(m["scales"], axis, nd),
+        nd = len(shape)
+        m = self._moved_fields() if self.axis != self.data.ndim - 1 else \
+            {"data": self.data, "scales": self.scales, "e1_8": self.e1_8, "e1_16": self.e1_16}
+        last = axis == nd - 1  # the rowwise case: nothing moves
+        fields = dict(data=m["data"] if last else _moveaxis(m["data"], -1, axis),
+                      scales=m["scales"] if last else _move_back(m["scales"], axis, nd),
                       global_scale=self.global_scale, scheme=self.scheme, axis=axis, shape=tuple(shape),
-                      e1_8=_move_back(m["e1_8"], axis, nd), e1_16=_move_back(m["e1_16"], axis, nd),
-                      backend=self.backend if backend is None else backend, rht=rht, _codes=None,
-                      _storage=None)
+                      e1_8=m["e1_8"] if last else _move_back(m["e1_8"], axis, nd),
+                      e1_16=m["e1_16"] if last else _move_back(m["e1_16"], axis, nd),
+                      backend=self.backend if backend is None else backend, rht=rht)
+        if len(self.shape) == nd and all(n >= s for n, s in zip(self.shape, _moved(tuple(shape), axis))):
+            return QuantizedTensor._checked(fields, self.is_packed)  # x's shape within the padded one
+        return QuantizedTensor(**{("codes" if k == "data" else k): v for k, v in fields.items()})
+
+    @classmethod
+    def _checked(cls, fields: dict, is_packed: bool) -> "QuantizedTensor":
+        """A QuantizedTensor of fields that another one already validated, seen along another
+        axis or with the unpadded shape (no checks again: every call would pay for them)."""
+        q = object.__new__(cls)
         for name, value in fields.items():
             object.__setattr__(q, name, value)
-        _check_arrays(q, scan=False)
+        object.__setattr__(q, "is_packed", is_packed)
+        object.__setattr__(q, "_codes", None)
+        object.__setattr__(q, "_storage", None)
         return q
 
     @classmethod

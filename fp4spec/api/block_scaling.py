@@ -9,6 +9,7 @@ backend); ``backend=`` names one explicitly (docs/backends.md).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import numpy as np
@@ -19,7 +20,7 @@ from fp4spec.block_schemes import Scheme
 from fp4spec.quantized import QuantizedTensor, _max_value
 from fp4spec.rounding import DEFAULT_SR_BITS
 
-from .plan import AUTO, array_kind, backend_kind, backend_object, plan_quantize
+from .plan import _CLEARED_WITH_PLANS, AUTO, array_kind, backend_kind, backend_object, plan_quantize
 
 #: The order ``dequantize(backend="auto")`` tries for torch fields (triton on CUDA devices only).
 DEQUANTIZE_ORDER = ("triton", "torch")
@@ -135,33 +136,42 @@ def _dequantize_backend(q: QuantizedTensor, backend):
     (CUDA only), torch, numpy that dequantizes the scheme (``Backend.dequantize_reason``)."""
     if not (isinstance(backend, str) and backend == AUTO):
         b = backend_object(backend)
-        reason = _dequantize_refusal(b, q)
+        reason = _dequantize_refusal(b, q.scheme)
         if reason:
             raise BackendError(f"backend: {b.name!r} cannot dequantize {q.scheme.name}: {reason}")
         return b
     if not q.is_torch:
         return backend_object("numpy")
+    return backend_object(auto_dequantize_backend(q.scheme, q.device.type))
+
+
+@functools.lru_cache(maxsize=256)
+def auto_dequantize_backend(scheme: Scheme, device_type: str) -> str:
+    """The backend name ``dequantize(backend="auto")`` takes for torch fields of ``scheme`` on
+    ``device_type`` (cached: :func:`fp4spec.api.plan.clear_plan_cache` forgets it)."""
     for name in DEQUANTIZE_ORDER:
-        if name == "triton" and q.device.type != "cuda":
+        if name == "triton" and device_type != "cuda":
             continue
         if importlib.util.find_spec(name) is None:
             continue
-        b = backend_object(name)
-        if not _dequantize_refusal(b, q):
-            return b
-    return backend_object("numpy")
+        if not _dequantize_refusal(backend_object(name), scheme):
+            return name
+    return "numpy"
 
 
-def _dequantize_refusal(b, q: QuantizedTensor) -> str:
+_CLEARED_WITH_PLANS.append(auto_dequantize_backend)
+
+
+def _dequantize_refusal(b, scheme: Scheme) -> str:
     if not as_availability(b.is_available()):
         return "not available here"
     check = getattr(b, "why_no_dequantize", None)
     if callable(check):
-        return check(q.scheme)
+        return check(scheme)
     caps = b.capabilities()
     if not caps.supports("dequantize"):
         return "it does not claim dequantize"
-    return "" if caps.supports_scheme(q.scheme) else f"scheme {q.scheme.name!r} is not among its capabilities"
+    return "" if caps.supports_scheme(scheme) else f"scheme {scheme.name!r} is not among its capabilities"
 
 
 def _as_kind(q: QuantizedTensor, kind: str, b) -> QuantizedTensor:

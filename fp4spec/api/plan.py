@@ -282,6 +282,12 @@ def clear_plan_cache() -> None:
     selection sees: installed packages, availability, registered backends)."""
     _cached_plan.cache_clear()
     _shared_backend.cache_clear()
+    for fn in _CLEARED_WITH_PLANS:
+        fn.cache_clear()
+
+
+#: Other caches of choices that depend on what backend selection sees (registered by the API modules).
+_CLEARED_WITH_PLANS: list = []
 
 
 def _make_plan(scheme, overrides, shape, dtype, dev, empty, axis, rounding, rbits_given, sr_bits, pad, rht,
