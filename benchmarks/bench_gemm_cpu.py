@@ -42,7 +42,8 @@ from fp4spec.conformance.matmul_properties import make_operand, schemes_for
 
 import fp4spec
 from fp4spec import gemm_reference
-from fp4spec.accumulator_models import accumulators, check_operands, get_accumulator
+from fp4spec.accumulator_models import accumulators, get_accumulator
+from fp4spec.matmul_operands import check_operands
 
 
 def load_before(rev: str):

@@ -50,7 +50,7 @@ import triton.language as tl  # noqa: E402
 
 import fp4spec  # noqa: E402
 from fp4spec import gemm_reference as R  # noqa: E402
-from fp4spec.accumulator_models import MatmulOperands  # noqa: E402
+from fp4spec.matmul_operands import MatmulOperands  # noqa: E402
 from fp4spec.emulator import gemm as E  # noqa: E402
 
 SMOKE = "--cpu-smoke" in sys.argv

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 import fp4spec
 from fp4spec import gemm_reference as ref
 from fp4spec.accumulator_models import accumulators, get_accumulator
-from fp4spec.matmul_api import matmul
+from fp4spec.api.gemm import matmul
 
 MODELS = tuple(accumulators)
 F32 = np.float32
