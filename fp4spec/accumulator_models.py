@@ -47,8 +47,8 @@ name              algo    scales          k_step  group  F    round  e_zero  NaN
 ================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========
 exact             exact   exact           -       -      -    rne    -       0x7FC00000  signed
 fp32              fma     fp32_operand    1       1      -    rne    -       0x7FC00000  signed
-sm100-mxf4nvf4    fdpa    group           64      16     35   rz     -139    0x7FFFFFFF  signed
-sm100-mxf8f6f4    fdpa    product         32      1      25   rz     -133    0x7FFFFFFF  signed
+sm100-mxf4nvf4    fdpa    group           64      16     35   rz     -139    0x7FFFFFFF  positive
+sm100-mxf8f6f4    fdpa    product         32      1      25   rz     -133    0x7FFFFFFF  positive
 sm90-bf16         fdpa    bf16_operand    16      1      25   rz     -133    0x7FFFFFFF  positive
 cdna3-fp8         fdpa2   block_fma       16      16     24   rne    -       0x7FC00000  signed
 ================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========
@@ -57,7 +57,9 @@ The sign of a zero (``zero_sign``, column "zero"): in every model an exact zero 
 fused step (``fdpa``, ``fdpa2``) is +0, and ``exact`` and ``fma`` follow IEEE 754. Under
 ``"signed"`` a nonzero sum that rounds to zero keeps its sign (a negative sum smaller than
 the rounding's reach gives -0.0, as IEEE rounding does); under ``"positive"`` every zero a
-fused step returns is +0.0 (measured on an NVIDIA H200 for ``sm90-bf16``).
+fused step returns is +0.0. The NVIDIA models are ``"positive"``: MMA-Sim 2.1.1 adds +0.0 to
+the result of every NVIDIA fused step (T-, ST- and GST-FDPA), and an NVIDIA H200 gives +0.0
+for ``sm90-bf16`` (measured).
 
 AMD CDNA4 (MI350/MI355) block-scaled MFMA numerics are not published and not modelled by
 MMA-Sim: there is no ``cdna4`` entry. Measure the parameters and add your own model with
@@ -278,7 +280,10 @@ class AccumulatorModel:
 
 # -- the catalogue ---------------------------------------------------------------------------------
 
-_MMASIM = "MMA-Sim (arXiv 2511.10909; microsoft/MMA-Sim c785138; fork peichenxie/MMA-Sim)"
+_MMASIM = "MMA-Sim (arXiv 2511.10909; microsoft/MMA-Sim c785138; fork peichenxie/MMA-Sim; PyPI mmasim 2.1.1)"
+#: Where the NVIDIA models' zero sign comes from.
+_ZERO_SIGN_SOURCE = ("zero_sign='positive': MMA-Sim 2.1.1 mmasim/arithmetic/fdpa.py, t_fdpa / st_fdpa / gst_fdpa "
+                     "return the rounded step sum + 0.0 ('-0.0 to +0.0') [confirmed in source]")
 
 
 def _catalogue() -> dict[str, AccumulatorModel]:
@@ -295,10 +300,11 @@ def _catalogue() -> dict[str, AccumulatorModel]:
             notes="Operands are fp32(element * block scale); one fma32 per K element, ascending K."),
         AccumulatorModel(
             "sm100-mxf4nvf4", "fdpa", "group", k_step=64, group_size=16, frac_bits=35,
-            final_rounding="rz", e_zero=-139, nan_bits=NAN_NVIDIA,
+            final_rounding="rz", e_zero=-139, nan_bits=NAN_NVIDIA, zero_sign="positive",
             elements=("e2m1", "e0m3"), scale_blocks=(("e8m0", 32), ("e8m0", 16), ("ue4m3", 16)),
             source=f"{_MMASIM}: nv_fused_dot_add_with_block_scale / GST_FDPA(G=16, F=35, RZ-FP32, "
-                   "L_max=64) [confirmed in source]; e_zero=-139 [secondary source]; E0M3 operands "
+                   "L_max=64) [confirmed in source]; e_zero=-139 [secondary source]; "
+                   f"{_ZERO_SIGN_SOURCE}; E0M3 operands "
                    "(A and B independently; flashinfer-ai/flashinfer#3934, FlashRT #146) [secondary source]",
             notes="Blackwell tcgen05.mma / mma kind::mxf4 and kind::mxf4nvf4. An infinite "
                   "accumulator stays infinite (fp4spec assumption; MMA-Sim does not define it). "
@@ -306,10 +312,10 @@ def _catalogue() -> dict[str, AccumulatorModel]:
                   "ones, exactly: unmeasured, reported by black-box tests, not by NVIDIA."),
         AccumulatorModel(
             "sm100-mxf8f6f4", "fdpa", "product", k_step=32, group_size=1, frac_bits=25,
-            final_rounding="rz", e_zero=-133, nan_bits=NAN_NVIDIA,
+            final_rounding="rz", e_zero=-133, nan_bits=NAN_NVIDIA, zero_sign="positive",
             elements=("e4m3", "e5m2", "e2m3", "e3m2", "e2m1"), scale_blocks=(("e8m0", 32),),
             source=f"{_MMASIM}: nv_fused_dot_add with scales / ST_FDPA(F=25, RZ-FP32, L_max=32) "
-                   "[confirmed in source]; e_zero=-133 [secondary source]",
+                   f"[confirmed in source]; e_zero=-133 [secondary source]; {_ZERO_SIGN_SOURCE}",
             notes="Blackwell kind::mxf8f6f4. FP6/FP4 elements are normalized at their own "
                   "format's minimum exponent [assumption: MMA-Sim validates E4M3/E5M2]."),
         AccumulatorModel(
@@ -319,11 +325,11 @@ def _catalogue() -> dict[str, AccumulatorModel]:
                    "source]; the bf16 upcast is Triton's emulated dot_scaled on Hopper [derived]; "
                    "e_zero=-133 [secondary source]; zero_sign='positive' measured on an NVIDIA H200 "
                    "with fp4spec's probe (benchmarks/probe_gpu_zero_sign.py) [measured; first seen in "
-                   "benchmarks/bench_gpu_gemm.py's subnormal family]",
+                   f"benchmarks/bench_gpu_gemm.py's subnormal family], as MMA-Sim 2.1.1 has it ({_ZERO_SIGN_SOURCE})",
             notes="Operands are bf16(element * block scale) (overflow to Inf); what Hopper does "
                   "when block-scaled operands are upcast to bf16 and fed to wgmma. A negative "
-                  "step sum that RZ rounds to zero comes out as +0.0 (MMA-Sim's rounding gives "
-                  "-0.0): first seen as one output of the subnormal conformance family."),
+                  "step sum that RZ rounds to zero comes out as +0.0: first seen as one output of "
+                  "the subnormal conformance family, where the MMA-Sim fork before 2.1.1 gave -0.0."),
         AccumulatorModel(
             "cdna3-fp8", "fdpa2", "block_fma", k_step=16, group_size=16, frac_bits=24,
             final_rounding="rne", e_zero=None, nan_bits=NAN_IEEE,
