@@ -248,8 +248,8 @@ def bench_case() -> tuple:
 
     fi = FAMILIES.index("subnormal")
     case = GENERATORS["subnormal"](np.random.default_rng(100 * fi), BASE, fp4spec.get_scheme("mxfp4"), 128, 192, 512)
-    a = E._operands_rounded(E.operand(case.qa), fp4spec.accumulator_models.BF16).astype(np.float64)
-    b = E._operands_rounded(E.operand(case.qb), fp4spec.accumulator_models.BF16).astype(np.float64)
+    a = E._operands_rounded(E.operand(case.qa, BASE), fp4spec.accumulator_models.BF16).astype(np.float64)
+    b = E._operands_rounded(E.operand(case.qb, BASE), fp4spec.accumulator_models.BF16).astype(np.float64)
     c = 0.0 if case.c is None else float(case.c[119, 125])
     return case, ("h1 bench subnormal mxfp4 (119, 125)", a[119], b[125], c)
 

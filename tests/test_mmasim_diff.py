@@ -12,10 +12,11 @@ Here MMA-Sim's own instructions compute the same GEMMs:
   one scale for every step of a longer K);
 * ``sm90-bf16``: Hopper ``wgmma`` bf16 (T-FDPA) on the model's operands bf16(element * scale).
 
-Cases: tiny negative sums (products between 2^-162 and 2^-149 with random signs, so that a
-step's sum rounds toward zero: MMA-Sim maps that -0 to +0 in every NVIDIA fused step), exact
-cancellations with c = -0, a tiny c cancelled to a tiny negative, random data, and the case
-of issue 16.
+Cases: tiny negative sums (a few products between about 2^-155 and 2^-143 per step with
+random signs, so that a step's sum rounds toward zero: MMA-Sim maps that -0 to +0 in every
+NVIDIA fused step), exact cancellations with c = -0, a tiny c cancelled to a tiny negative,
+random data, UE4M3 scale bytes with bit 7 set (MMA-Sim reads their low 7 bits), and the
+case of issue 16.
 
 Conversions (fp4spec's codes stay as specified): MMA-Sim 2.1.1 reads packed FP4 with the
 *first element in the high nibble* (``unpack_uint8_to_fp4``), so the E2M1 codes are packed
@@ -351,6 +352,25 @@ def test_random(model, sa, sb):
     rng = np.random.default_rng(_seed("random", model, sa, sb))
     for _ in range(3):
         assert_mmasim(model, *random_case(rng, model, sa, sb))
+
+
+def test_ue4m3_scale_bytes_with_bit_7():
+    """kind::mxf4nvf4 with UE4M3 blocks of 16 given float8_e4m3fn bytes with the sign bit set
+    (0x80 | code, 0x80 and 0xFF among them): MMA-Sim takes the low 7 bits
+    (truncate_e4m3_to_ue4m3), as sm100-mxf4nvf4's ue4m3_sign_bit='ignore' says (0xFF reads as
+    0x7F: NaN, the NVIDIA NaN pattern)."""
+    assert fp4spec.get_accumulator("sm100-mxf4nvf4").ue4m3_sign_bit == "ignore"
+    rng = np.random.default_rng(_seed("bit7"))
+    for i in range(4):
+        qa, qb, c = random_case(rng, "sm100-mxf4nvf4", "nvfp4", "nvfp4")
+        sa, sb = np.asarray(qa.scales).copy(), np.asarray(qb.scales).copy()
+        for sc in (sa, sb):
+            sc[rng.random(sc.shape) < 0.4] |= 0x80
+        sa[0, 0] = 0x80
+        if i % 2:
+            sb[-1, -1] = 0xFF
+        want = assert_mmasim("sm100-mxf4nvf4", qa.replace(scales=sa), qb.replace(scales=sb), c)
+        assert (want[:, -1] == 0x7FFFFFFF).all() == bool(i % 2)
 
 
 def test_small_cases_equal_the_scalar_reference_and_mmasim():

@@ -196,6 +196,31 @@ def test_matmul_packed_direct():
     np.testing.assert_array_equal(pa.cpu().numpy(), qa.pack())          # low nibble first, as the spec packs
 
 
+def test_ue4m3_bit_7_is_ignored_as_the_model_says():
+    """sm90-bf16 has ue4m3_sign_bit='ignore': the host checks (check_operands) let UE4M3 scale
+    bytes with bit 7 set through and the kernel reads their low 7 bits. Every element code
+    pair x every scale byte 0x80..0xFF dequantizes as the byte with bit 7 cleared; a GEMM with
+    such bytes (0x80, 0xFF among them) equals fp4spec.matmul."""
+    assert G.UE4M3_SIGN_BIT == MODEL.ue4m3_sign_bit == "ignore"
+    for spec in ("nvfp4", "nvint4"):
+        sch = G.resolve_scheme(spec)
+        packed = torch.from_numpy(np.tile(np.arange(256, dtype=np.uint8), (128, 1))).to(DEV)
+        high = np.repeat(np.arange(128, 256, dtype=np.uint8)[:, None], 512 // sch.block_size, axis=1)
+        got = G.dequantize_bf16(packed, torch.from_numpy(high).to(DEV), sch).view(torch.int16).cpu().numpy()
+        low = G.dequantize_bf16(packed, torch.from_numpy(high & 0x7F).to(DEV), sch).view(torch.int16).cpu().numpy()
+        np.testing.assert_array_equal(got, low)
+    qa, qb, c = agreeing_case("nvfp4", 16, 16, 64, 7)
+    rng = np.random.default_rng(7)
+    sa = np.asarray(qa.scales).copy()
+    sa[rng.random(sa.shape) < 0.4] |= 0x80
+    sa[0, 0], sa[1, 1] = 0x80, 0xFF
+    qa = qa.replace(scales=sa)
+    want = model(qa, qb, c)
+    assert np.isnan(want[1]).all() and bits(want[1]).tolist() == [MODEL.nan_bits] * 16
+    assert_bits(G.matmul(qa, qb, c=c, **CPU_CONFIGS["fused"]), want)
+    assert_bits(G.matmul(qa, qb, c=c, **CPU_CONFIGS["prepass"]), want)
+
+
 # =====================================================================================
 # Errors
 # =====================================================================================
