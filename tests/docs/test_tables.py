@@ -612,10 +612,12 @@ def _gemm_catalogue_rows() -> dict[str, dict[str, str]]:
 
 
 def test_gemm_catalogue_table_matches_the_descriptors():
-    """One row per catalogued model; the zero-sign column is the model's ``zero_sign``."""
+    """One row per catalogued model; the policy columns are the model's ``zero_sign`` and
+    ``ue4m3_sign_bit``."""
     rows = _gemm_catalogue_rows()
     assert list(rows) == list(fp4spec.accumulators)
     for name, row in rows.items():
         model = fp4spec.get_accumulator(name)
         assert row["`zero_sign`"].split()[0] == model.zero_sign, name
+        assert row["`ue4m3_sign_bit`"].split()[0] == model.ue4m3_sign_bit, name
         assert row["NaN bits"] == f"`0x{model.nan_bits:08X}`", name

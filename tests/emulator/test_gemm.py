@@ -19,6 +19,8 @@ from fp4spec.accumulator_models import FP32, accumulators, format_carrier, get_a
 from fp4spec.conformance.matmul_properties import (
     FAMILIES,
     check_matmul,
+    expects_refusal,
+    family_schemes,
     generate_case,
     make_operand,
     operand_from_values,
@@ -139,10 +141,15 @@ def test_f32_terms_matches_sig_exp():
 def test_emulator_equals_reference_every_family_and_scheme(model):
     seed = 0
     for family in FAMILIES:
-        for scheme in schemes_for(model):
+        for scheme in family_schemes(family, schemes_for(model)):
             seed += 1
             steps = 1 if model == "sm100-mxf8f6f4" else 2
             case = generate_case(family, model, scheme, seed=seed, m=2, n=3, steps=steps)
+            if expects_refusal(get_accumulator(model), case):   # both refuse the operands
+                for impl in (ref.matmul_reference, matmul):
+                    with pytest.raises(ValueError, match="bit 7 set"):
+                        impl(case.qa, case.qb, accumulator=model, c=case.c)
+                continue
             want = ref.matmul_reference(case.qa, case.qb, accumulator=model, c=case.c)
             got = matmul(case.qa, case.qb, accumulator=model, c=case.c)
             assert_same(got, want, f"{model} {family} {scheme}\n{case.describe()}")
@@ -358,7 +365,8 @@ def test_vectors_roundtrip(tmp_path):
     assert check_matmul_vectors(vec2, as_list).passed
     as_bits = {k + "_bits": v.view(np.uint32) for k, v in good.items()}
     assert check_matmul_vectors(vec2, as_bits).passed
-    wrong = run_matmul_vectors(vec2, lambda qa, qb, *, accumulator, c: matmul(qa, qb, accumulator="exact", c=c))
+    exact = dataclasses.replace(get_accumulator("exact"), name="exact/ignore", ue4m3_sign_bit="ignore")
+    wrong = run_matmul_vectors(vec2, lambda qa, qb, *, accumulator, c: matmul(qa, qb, accumulator=exact, c=c))
     bad = check_matmul_vectors(vec2, wrong)
     assert not bad.passed and "bit-exact" in bad.summary()
     del as_list[-1]
@@ -374,7 +382,13 @@ def test_vectors_with_block_override_and_bad_files(tmp_path):
         generate_matmul_vectors("nvfp4", "sm100-mxf8f6f4", "smoke")
     with pytest.raises(ValueError, match="level"):
         generate_matmul_vectors("nvfp4", "exact", "huge")
-    assert str(generate_matmul_vectors("nvfp4", "exact", 0)["level"]) == "smoke"
+    exact = generate_matmul_vectors("nvfp4", "exact", 0)
+    assert str(exact["level"]) == "smoke"
+    # a file holds results, not refusals: no scale_sign_bit cases where the model rejects them
+    families = {str(v) for k, v in exact.items() if k.endswith("/family")}
+    assert "scale_sign_bit" not in families and "random" in families
+    families = {str(v) for k, v in generate_matmul_vectors("nvfp4", "sm90-bf16", 0).items() if k.endswith("/family")}
+    assert families == set(FAMILIES)
     np.savez(tmp_path / "x.npz", format=np.array("something else"))
     with pytest.raises(ValueError, match="fp4spec-matmul-vectors"):
         load_matmul_vectors(tmp_path / "x.npz")
