@@ -1,9 +1,9 @@
 """GPU probe: the sign of zero in Hopper's bf16 MMA with an FP32 accumulator (wgmma and mma.sync).
 
 Why: ``benchmarks/bench_gpu_gemm.py`` found one output (subnormal family, mxfp4, 128 x 192 x
-512, (119, 125)) where the H200 gave +0.0 and the ``sm90-bf16`` model (MMA-Sim's rounding)
--0.0: the last k = 16 step had acc = +0 and a negative product sum of about 2^-154.75, which
-RZ rounds to zero. This script pins the rule down with hand-built bf16 operands fed straight
+512, (119, 125)) where the H200 gave +0.0 and the ``sm90-bf16`` model (then with the
+MMA-Sim fork's rounding) -0.0: the last k = 16 step had acc = +0 and a negative product sum
+of about 2^-154.75, which RZ rounds to zero. This script pins the rule down with hand-built bf16 operands fed straight
 into a minimal ``tl.dot`` kernel, and through ``fp4spec.backends.triton.gemm.matmul_packed``.
 
 Each probe is one output element: a row of A and a row of B (K bf16 values each) and the
@@ -13,11 +13,12 @@ acc)``. It runs on three paths: ``wgmma`` (64 x 64 tile, one dot per k = 16),
 mma.sync m16n8k16); the PTX of each compiled kernel is checked for the instruction.
 
 Models (the "model" columns): the sm90-bf16 accumulator model with ``zero_sign="signed"``
-(MMA-Sim: -0.0 for a negative sum that rounds to zero) and ``zero_sign="positive"`` (every
-zero a step returns is +0.0), computed by the vectorized emulator and checked equal to the
-scalar reference. Note: with a zero accumulator the zero terms get exponent e_zero = -133,
-so a product below 2^-158 (= 2^(-133 - 25)) is truncated away entirely; only products in
-[2^-158, 2^-149) make a nonzero sum that rounds to zero.
+(the MMA-Sim fork before 2.1.1: -0.0 for a negative sum that rounds to zero) and
+``zero_sign="positive"`` (every zero a step returns is +0.0; MMA-Sim 2.1.1 and the
+catalogue), computed by the vectorized emulator and checked equal to the scalar reference.
+Note: with a zero accumulator the zero terms get exponent e_zero = -133, so a product below
+2^-158 (= 2^(-133 - 25)) is truncated away entirely; only products in [2^-158, 2^-149) make
+a nonzero sum that rounds to zero.
 
 Output: one line per probe and path: ``path probe | gpu bits | signed | positive | ieee-rz |
 inputs`` with ``*`` after a column that differs from the GPU (``ieee-rz``, a yardstick and
@@ -247,8 +248,8 @@ def bench_case() -> tuple:
 
     fi = FAMILIES.index("subnormal")
     case = GENERATORS["subnormal"](np.random.default_rng(100 * fi), BASE, fp4spec.get_scheme("mxfp4"), 128, 192, 512)
-    a = E._operands_rounded(E.operand(case.qa), fp4spec.accumulator_models.BF16).astype(np.float64)
-    b = E._operands_rounded(E.operand(case.qb), fp4spec.accumulator_models.BF16).astype(np.float64)
+    a = E._operands_rounded(E.operand(case.qa, BASE), fp4spec.accumulator_models.BF16).astype(np.float64)
+    b = E._operands_rounded(E.operand(case.qb, BASE), fp4spec.accumulator_models.BF16).astype(np.float64)
     c = 0.0 if case.c is None else float(case.c[119, 125])
     return case, ("h1 bench subnormal mxfp4 (119, 125)", a[119], b[125], c)
 

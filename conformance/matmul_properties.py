@@ -25,6 +25,11 @@ Case families (:data:`FAMILIES`), each aimed at a place where accumulator models
   the small terms about 2^-F below them are what remains, so the alignment width F shows
   in the result's low bits (one fractional bit more or less changes it; the other families
   see F only by chance).
+* ``scale_sign_bit`` -- UE4M3 scale bytes with bit 7 set (a ``float8_e4m3fn`` sign bit;
+  0x80 and 0xFF among them), drawn only from schemes with UE4M3 block scales. Under the
+  model's ``ue4m3_sign_bit="ignore"`` the result must equal the model's (the low 7 bits
+  read); under ``"reject"`` the backend must refuse the operands with a ValueError
+  (:func:`expects_refusal`).
 
 A backend is a callable ``backend_matmul(qa, qb, *, accumulator, c) -> float32 (M, N)``.
 The generators are plain numpy functions of a seed so that :mod:`.matmul_vectors` can write
@@ -44,7 +49,8 @@ from fp4spec.matmul_operands import check_operands
 from fp4spec.block_schemes import Scheme, get_scheme
 from fp4spec.quantized import QuantizedTensor
 
-FAMILIES = ("random", "wide_scales", "cancellation", "nan_scales", "alignment", "subnormal", "truncation")
+FAMILIES = ("random", "wide_scales", "cancellation", "nan_scales", "alignment", "subnormal", "truncation",
+            "scale_sign_bit")
 
 #: Schemes tried for every model (those the model rejects are skipped).
 CANDIDATE_SCHEMES = ("mxfp4", "nvfp4", "ufp4", "nvint4", "nvint4_e0m3", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3",
@@ -396,6 +402,27 @@ def gen_truncation(rng, model, sch, m, n, k):
     return MatmulCase("truncation", a, b, c)
 
 
+def gen_scale_sign_bit(rng, model, sch, m, n, k):
+    """A ``random`` case whose UE4M3 scale bytes get bit 7 (A's half the time, B's a fifth,
+    so that a block rarely has it on both sides, where reading it as a sign would cancel),
+    one byte of A 0x80 (zero once bit 7 is cleared) and, in a third of the cases, one byte
+    0xFF (0x7F, NaN) in an operand of more than one row (never every output NaN)."""
+    if sch.scale.name != "ue4m3":
+        raise ValueError(f"scheme: family 'scale_sign_bit' needs UE4M3 block scales; {sch.name!r} has "
+                         f"{sch.scale.name}")
+    case = gen_random(rng, model, sch, m, n, k)
+    sa, sb = np.array(case.qa.scales), np.array(case.qb.scales)
+    for s, p in ((sa, 0.5), (sb, 0.2)):
+        s[rng.random(s.shape) < p] |= 0x80
+    sa.flat[int(rng.integers(sa.size))] = 0x80
+    tall = [s for s in (sa, sb) if s.shape[0] > 1]
+    if tall and rng.random() < 1 / 3:
+        s = tall[int(rng.integers(len(tall)))]
+        s.flat[int(rng.integers(s.size))] = 0xFF
+    return MatmulCase("scale_sign_bit", make_operand(case.qa.codes, sa, sch, case.qa.global_scale),
+                      make_operand(case.qb.codes, sb, sch, case.qb.global_scale), case.c)
+
+
 GENERATORS: dict[str, Callable] = {
     "random": gen_random,
     "wide_scales": gen_wide_scales,
@@ -404,7 +431,38 @@ GENERATORS: dict[str, Callable] = {
     "alignment": gen_alignment,
     "subnormal": gen_subnormal,
     "truncation": gen_truncation,
+    "scale_sign_bit": gen_scale_sign_bit,
 }
+
+
+def family_schemes(family: str, schemes) -> tuple[str, ...]:
+    """The schemes (names or specs) a family draws A and B from: ``scale_sign_bit`` only
+    those with UE4M3 block scales, the other families all of them."""
+    if family != "scale_sign_bit":
+        return tuple(schemes)
+    return tuple(s for s in schemes if get_scheme(s).scale.name == "ue4m3")
+
+
+def expects_refusal(model: AccumulatorModel, case: MatmulCase) -> bool:
+    """True where ``model`` refuses the case's operands: a ``scale_sign_bit`` case under
+    ``ue4m3_sign_bit="reject"`` (:func:`fp4spec.matmul` raises ValueError; a conforming
+    backend raises ValueError too)."""
+    return case.family == "scale_sign_bit" and model.ue4m3_sign_bit == "reject"
+
+
+def refusal_failure(backend_matmul, case: MatmulCase, model: AccumulatorModel) -> str | None:
+    """None when the backend refuses a case :func:`expects_refusal` says the model refuses
+    (it raises ValueError), else what it did instead."""
+    try:
+        backend_matmul(case.qa, case.qb, accumulator=model.name, c=case.c)
+    except ValueError:
+        return None
+    except Exception as err:  # noqa: BLE001 -- named in the failure
+        return (f"raised {type(err).__name__}: {err}; accumulator {model.name!r} refuses a UE4M3 scale byte with "
+                f"bit 7 set (ue4m3_sign_bit='reject'): expected a ValueError")
+    byte = next(int(b) for q in (case.qa, case.qb) for b in np.ravel(q.scales) if int(b) & 0x80)
+    return (f"accepted UE4M3 scale byte 0x{byte:02X} (bit 7 set), which accumulator {model.name!r} refuses "
+            f"(ue4m3_sign_bit='reject'): expected a ValueError, got a result")
 
 
 def generate_case(family: str, model: "str | AccumulatorModel", scheme: "str | Scheme", *, seed: int,
@@ -460,8 +518,9 @@ def first_mismatch(expected: np.ndarray, got) -> str | None:
 @dataclasses.dataclass(frozen=True)
 class MatmulPropertyResult:
     """Outcome of one property over ``examples`` generated cases: ``status`` is ``"PASS"``,
-    ``"FAIL"`` (a result differs; ``failure`` holds the first mismatch and the shrunk case)
-    or ``"ERROR"`` (the backend raised; ``failure`` holds the exception).
+    ``"FAIL"`` (a result differs, or a refused operand was accepted; ``failure`` holds the
+    first mismatch and the shrunk case), ``"ERROR"`` (the backend raised; ``failure`` holds
+    the exception) or ``"SKIP"`` (no scheme the family draws from; ``failure`` says why).
 
     ``case`` is the failing :class:`MatmulCase`, ``expected`` and ``actual`` the reference's
     and the backend's outputs for it (None where they do not exist)."""
@@ -500,9 +559,21 @@ def check_matmul(backend_matmul: Callable, accumulator: "str | AccumulatorModel"
     """
     model = get_accumulator(accumulator)
     schemes = tuple(schemes or schemes_for(model))
-    if not shrink:
-        return [_check_family_numpy(backend_matmul, model, family, schemes, seed, max_examples) for family in families]
-    return _check_families_hypothesis(backend_matmul, model, families, schemes, seed, max_examples)
+    results = []
+    for family in families:
+        fs = family_schemes(family, schemes)
+        if not fs:
+            results.append(MatmulPropertyResult(family, model.name, "SKIP", 0, (), no_schemes_reason(family, schemes)))
+        elif not shrink:
+            results.append(_check_family_numpy(backend_matmul, model, family, fs, seed, max_examples))
+        else:
+            results += _check_families_hypothesis(backend_matmul, model, (family,), fs, seed, max_examples)
+    return results
+
+
+def no_schemes_reason(family: str, schemes) -> str:
+    """Why a family has no scheme to draw from (``scale_sign_bit``: none with UE4M3 scales)."""
+    return f"family {family!r} needs UE4M3 block scales; none among {', '.join(schemes) or 'the schemes checked'}"
 
 
 def _check_family_numpy(backend_matmul, model, family, schemes, seed, max_examples) -> MatmulPropertyResult:
@@ -511,6 +582,12 @@ def _check_family_numpy(backend_matmul, model, family, schemes, seed, max_exampl
     rng = np.random.default_rng(seed)
     for i in range(max_examples):
         case = draw_matmul_case(rng, model, family, schemes)
+        if expects_refusal(model, case):
+            msg = refusal_failure(backend_matmul, case, model)
+            if msg is not None:
+                return MatmulPropertyResult(family, model.name, "FAIL", i + 1, schemes, f"{msg}\n{case.describe()}",
+                                            case)
+            continue
         want = matmul(case.qa, case.qb, accumulator=model, c=case.c)
         try:
             got = backend_matmul(case.qa, case.qb, accumulator=model.name, c=case.c)
@@ -547,6 +624,12 @@ def _check_families_hypothesis(backend_matmul, model, families, schemes, seed, m
             if error[0] is not None:        # a backend that raises is reported once, not shrunk
                 return
             count[0] += 1
+            if expects_refusal(model, case):
+                msg = refusal_failure(backend_matmul, case, model)
+                if msg is not None:
+                    last[0] = (f"{msg}\n{case.describe()}", case, None, None)
+                    raise AssertionError(last[0][0])
+                return
             want = matmul(case.qa, case.qb, accumulator=model, c=case.c)
             try:
                 got = backend_matmul(case.qa, case.qb, accumulator=model.name, c=case.c)
@@ -561,7 +644,8 @@ def _check_families_hypothesis(backend_matmul, model, families, schemes, seed, m
         def failed(note=None):
             msg, case, want, got = last[0]
             return MatmulPropertyResult(family, model.name, "FAIL", count[0], schemes,
-                                        msg if note is None else f"{msg}\n{note}", case, want, np.asarray(got))
+                                        msg if note is None else f"{msg}\n{note}", case, want,
+                                        None if got is None else np.asarray(got))
 
         try:
             prop()
@@ -670,10 +754,13 @@ def to_report_rows(results: list[MatmulPropertyResult]) -> list:
     the suite itself). A differing result gives field ``matmul``
     (:func:`mismatch_counterexample`).
     """
-    from .report import FAIL, Counterexample, PropertyResult
+    from .report import FAIL, SKIP, Counterexample, PropertyResult
 
     rows = []
     for r in results:
+        if r.status == "SKIP":
+            rows.append(PropertyResult(f"matmul/{r.name}", "*", f"acc={r.accumulator}", SKIP, reason=r.failure or ""))
+            continue
         cx = None
         status = FAIL if r.status == "ERROR" else r.status
         if r.status == "FAIL" and r.case is not None and r.expected is not None:
@@ -702,13 +789,17 @@ __all__ = [
     "MatmulPropertyResult",
     "case_record",
     "check_matmul",
+    "expects_refusal",
+    "family_schemes",
     "first_mismatch",
     "generate_case",
     "k_unit",
     "make_operand",
     "matmul_cases",
     "mismatch_counterexample",
+    "no_schemes_reason",
     "operand_from_values",
+    "refusal_failure",
     "schemes_for",
     "to_report_rows",
 ]

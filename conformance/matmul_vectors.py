@@ -50,7 +50,8 @@ import numpy as np
 from fp4spec.accumulator_models import AccumulatorModel, get_accumulator
 from fp4spec.backends.base import resolve_scheme, scheme_spec
 
-from .matmul_properties import FAMILIES, MatmulCase, first_mismatch, generate_case, make_operand, schemes_for
+from .matmul_properties import (FAMILIES, MatmulCase, family_schemes, first_mismatch, generate_case, make_operand,
+                                schemes_for)
 
 FORMAT = "fp4spec-matmul-vectors"
 FORMAT_VERSION = 1
@@ -77,7 +78,9 @@ def generate_matmul_vectors(scheme: str, accumulator: "str | AccumulatorModel", 
 
     ``level``: ``"smoke"``, ``"standard"`` or ``"full"`` (or 0, 1, 2). Every family of
     :data:`.matmul_properties.FAMILIES` contributes ``LEVELS[level]["per_family"]`` cases with shapes and data drawn from ``seed``; the expected results
-    are :func:`fp4spec.matmul` with the model.
+    are :func:`fp4spec.matmul` with the model. ``scale_sign_bit`` contributes only where the
+    scheme has UE4M3 scales and the model reads such bytes (``ue4m3_sign_bit="ignore"``): a
+    file holds results, not refusals.
     """
     from fp4spec.api.gemm import matmul
 
@@ -99,6 +102,8 @@ def generate_matmul_vectors(scheme: str, accumulator: "str | AccumulatorModel", 
            "scheme": np.array(scheme_spec(sch)), "level": np.array(level), "seed": np.int64(seed)}
     i = 0
     for family in FAMILIES:
+        if not family_schemes(family, (sch.name,)) or (family == "scale_sign_bit" and model.ue4m3_sign_bit != "ignore"):
+            continue
         for _ in range(lv["per_family"]):
             m, n = (int(x) for x in rng.integers(1, lv["max_dim"] + 1, 2))
             steps = int(rng.integers(1, lv["max_steps"] + 1))

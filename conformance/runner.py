@@ -51,7 +51,7 @@ from fp4spec.rounding import ROUNDING_MODES
 from . import diagnose
 from .compare import Departure
 from .loading import BackendUnavailable, SetupError, open_backend
-from .matmul_properties import FAMILIES, check_matmul, schemes_for, to_report_rows
+from .matmul_properties import FAMILIES, check_matmul, family_schemes, no_schemes_reason, schemes_for, to_report_rows
 from .env import Env, Target
 from .properties import PROPERTIES, Property
 from .report import ERROR, FAIL, PASS, SKIP, Counterexample, PropertyResult, Report
@@ -203,7 +203,9 @@ def plan_matmul(backend, caps, *, schemes=None, accumulators=None, families=FAMI
             items.append(MatmulItem("", acc, reason=f"accumulator {acc!r} takes none of the schemes checked "
                                                     f"({', '.join(names)}); it takes {', '.join(takes)}"))
             continue
-        items += [MatmulItem(f, acc, picked) for f in families]
+        for f in families:
+            fs = family_schemes(f, picked)
+            items.append(MatmulItem(f, acc, fs) if fs else MatmulItem(f, acc, reason=no_schemes_reason(f, picked)))
     return items
 
 

@@ -66,7 +66,7 @@ _MATMULS = {"exact": matmul_exact, "fma": matmul_fma, "fdpa": matmul_fdpa, "fdpa
 def matmul_emulated(qa, qb, model: AccumulatorModel, ops: MatmulOperands):
     """C = A . B^T (float32, M x N) with ``model``, for operands already checked
     (:func:`fp4spec.matmul_operands.check_operands`)."""
-    return _MATMULS[model.algorithm](operand(qa), operand(qb), ops, model)
+    return _MATMULS[model.algorithm](operand(qa, model), operand(qb, model), ops, model)
 
 
 __all__ = [

@@ -34,7 +34,7 @@ from collections.abc import Callable
 import ml_dtypes
 import numpy as np
 
-from fp4spec.matmul_operands import MatmulOperands
+from fp4spec.matmul_operands import MatmulOperands, datapath_scale_codes
 from fp4spec.accumulator_models import (
     BF16,
     AccumulatorModel,
@@ -195,15 +195,16 @@ class Operand:
         return np.repeat(arr, self.block, axis=1)
 
 
-def operand(q) -> Operand:
+def operand(q, model: AccumulatorModel) -> Operand:
     """A 2-d QuantizedTensor blocked along its last axis, decoded: its own rows
     (``q.shape[0]``; rows that ``quantize(pad=True)`` added to fill 2-d tiles are not part of
-    the operand) by the stored, padded K."""
+    the operand) by the stored, padded K; scale bytes as ``model``'s datapath reads them
+    (:func:`fp4spec.matmul_operands.datapath_scale_codes`)."""
     sch = q.scheme
     m = q.moved()
     rows = q.shape[0]
     codes = np.asarray(m["codes"])[:rows]
-    scodes = np.asarray(m["scales"])[:rows]
+    scodes = datapath_scale_codes(model, sch.scale, np.asarray(m["scales"])[:rows])
     values = np.take(np.asarray(sch.element.values, np.float64), codes)
     scales = np.take(np.asarray(sch.scale.values, np.float64), scodes)
     return Operand(values, scales, sch.block_size, sch.element, sch.scale, codes, scodes)

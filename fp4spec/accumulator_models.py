@@ -42,22 +42,32 @@ tensor-scale product too).
 
 Catalogue (:data:`accumulators`; sources and unknowns in ``docs/gemm.md``):
 
-================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========
-name              algo    scales          k_step  group  F    round  e_zero  NaN bits    zero
-================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========
-exact             exact   exact           -       -      -    rne    -       0x7FC00000  signed
-fp32              fma     fp32_operand    1       1      -    rne    -       0x7FC00000  signed
-sm100-mxf4nvf4    fdpa    group           64      16     35   rz     -139    0x7FFFFFFF  signed
-sm100-mxf8f6f4    fdpa    product         32      1      25   rz     -133    0x7FFFFFFF  signed
-sm90-bf16         fdpa    bf16_operand    16      1      25   rz     -133    0x7FFFFFFF  positive
-cdna3-fp8         fdpa2   block_fma       16      16     24   rne    -       0x7FC00000  signed
-================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========
+================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========  ======
+name              algo    scales          k_step  group  F    round  e_zero  NaN bits    zero      bit 7
+================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========  ======
+exact             exact   exact           -       -      -    rne    -       0x7FC00000  signed    reject
+fp32              fma     fp32_operand    1       1      -    rne    -       0x7FC00000  signed    reject
+sm100-mxf4nvf4    fdpa    group           64      16     35   rz     -139    0x7FFFFFFF  positive  ignore
+sm100-mxf8f6f4    fdpa    product         32      1      25   rz     -133    0x7FFFFFFF  positive  reject
+sm90-bf16         fdpa    bf16_operand    16      1      25   rz     -133    0x7FFFFFFF  positive  ignore
+cdna3-fp8         fdpa2   block_fma       16      16     24   rne    -       0x7FC00000  signed    reject
+================  ======  ==============  ======  =====  ===  =====  ======  ==========  ========  ======
 
 The sign of a zero (``zero_sign``, column "zero"): in every model an exact zero sum of a
 fused step (``fdpa``, ``fdpa2``) is +0, and ``exact`` and ``fma`` follow IEEE 754. Under
 ``"signed"`` a nonzero sum that rounds to zero keeps its sign (a negative sum smaller than
 the rounding's reach gives -0.0, as IEEE rounding does); under ``"positive"`` every zero a
-fused step returns is +0.0 (measured on an NVIDIA H200 for ``sm90-bf16``).
+fused step returns is +0.0. The NVIDIA models are ``"positive"``: MMA-Sim 2.1.1 adds +0.0 to
+the result of every NVIDIA fused step (T-, ST- and GST-FDPA), and an NVIDIA H200 gives +0.0
+for ``sm90-bf16`` (measured).
+
+A UE4M3 scale byte with bit 7 set (``ue4m3_sign_bit``, column "bit 7"): UE4M3 codes are
+0x00..0x7F, but NVFP4 scales travel as ``float8_e4m3fn`` bytes whose bit 7 is a sign (torchao
+writes 0xFF where it divides by a zero tensor scale). ``"reject"``: :func:`fp4spec.matmul`
+refuses the operand, as :func:`fp4spec.dequantize` does. ``"ignore"``: the datapath reads
+the byte's low 7 bits (0xFF reads as 0x7F, NaN; 0x80 as 0x00, zero; 0xB8 as 0x38, 1.0),
+as MMA-Sim's Blackwell block-scaled step does. ``sm100-mxf8f6f4`` takes no UE4M3 scales;
+its value never applies.
 
 AMD CDNA4 (MI350/MI355) block-scaled MFMA numerics are not published and not modelled by
 MMA-Sim: there is no ``cdna4`` entry. Measure the parameters and add your own model with
@@ -79,6 +89,8 @@ SCALE_APPLICATIONS = ("exact", "fp32_operand", "bf16_operand", "group", "product
 FINAL_ROUNDINGS = ("rne", "rz")
 #: The sign of a zero result of a fused step (:attr:`AccumulatorModel.zero_sign`).
 ZERO_SIGNS = ("signed", "positive")
+#: What a model does with a UE4M3 scale byte whose bit 7 is set (:attr:`AccumulatorModel.ue4m3_sign_bit`).
+UE4M3_SIGN_BITS = ("reject", "ignore")
 
 #: The float32 quiet NaN produced by IEEE arithmetic on x86/numpy.
 NAN_IEEE = 0x7FC00000
@@ -127,6 +139,10 @@ class AccumulatorModel:
             smallest float32 subnormal under RZ), as IEEE rounding gives. ``"positive"``:
             every zero result of a step is +0.0, a negative sum that underflows included.
             ``exact`` and ``fma`` round as IEEE 754 does and take ``"signed"`` only.
+        ue4m3_sign_bit: a UE4M3 scale byte with bit 7 set (a ``float8_e4m3fn`` sign bit;
+            UE4M3 codes are 0x00..0x7F). ``"reject"`` (default): the operand is refused
+            (:func:`fp4spec.matmul_operands.check_operands`). ``"ignore"``: the datapath reads
+            the byte's low 7 bits (:func:`fp4spec.matmul_operands.datapath_scale_codes`).
         interleave: ``fdpa2``: the products of a group are fused in this many interleaved
             subsequences (CDNA3 FP8: 2, even and odd K indices).
         realign_bits: ``fdpa2``: fractional bits of the floored group sum after re-alignment
@@ -151,6 +167,7 @@ class AccumulatorModel:
     e_zero: int | None = None
     nan_bits: int = NAN_IEEE
     zero_sign: str = "signed"
+    ue4m3_sign_bit: str = "reject"
     interleave: int = 1
     realign_bits: int | None = None
     c_frac_bits: int | None = None
@@ -173,6 +190,9 @@ class AccumulatorModel:
                              f"{', '.join(map(repr, FINAL_ROUNDINGS))}")
         if self.zero_sign not in ZERO_SIGNS:
             raise ValueError(f"zero_sign: {self.zero_sign!r} is not one of {', '.join(map(repr, ZERO_SIGNS))}")
+        if self.ue4m3_sign_bit not in UE4M3_SIGN_BITS:
+            raise ValueError(f"ue4m3_sign_bit: {self.ue4m3_sign_bit!r} is not one of "
+                             f"{', '.join(map(repr, UE4M3_SIGN_BITS))}")
         for field in ("k_step", "group_size", "interleave"):
             v = getattr(self, field)
             if not _is_int(v) or v < 0:
@@ -273,12 +293,18 @@ class AccumulatorModel:
         return (f"{self.name:<15} algorithm={self.algorithm:<5} scales={self.scales:<12} "
                 f"k_step={g(self.k_step):<3} group={self.group_size:<2} F={g(self.frac_bits):<3} "
                 f"round={self.final_rounding} e_zero={g(self.e_zero)} nan=0x{self.nan_bits:08X} "
-                f"zero={self.zero_sign}")
+                f"zero={self.zero_sign} ue4m3_sign_bit={self.ue4m3_sign_bit}")
 
 
 # -- the catalogue ---------------------------------------------------------------------------------
 
-_MMASIM = "MMA-Sim (arXiv 2511.10909; microsoft/MMA-Sim c785138; fork peichenxie/MMA-Sim)"
+_MMASIM = "MMA-Sim (arXiv 2511.10909; microsoft/MMA-Sim c785138; fork peichenxie/MMA-Sim; PyPI mmasim 2.1.1)"
+#: Where the NVIDIA models' zero sign comes from.
+_ZERO_SIGN_SOURCE = ("zero_sign='positive': MMA-Sim 2.1.1 mmasim/arithmetic/fdpa.py, t_fdpa / st_fdpa / gst_fdpa "
+                     "return the rounded step sum + 0.0 ('-0.0 to +0.0') [confirmed in source]")
+#: Why the software models refuse a UE4M3 byte with bit 7 set.
+_UE4M3_REJECT = ("ue4m3_sign_bit='reject': fp4spec's choice: a UE4M3 byte with bit 7 set has no value "
+                 "(fp4spec.dequantize refuses it), and this model's scales are decoded in software")
 
 
 def _catalogue() -> dict[str, AccumulatorModel]:
@@ -286,19 +312,22 @@ def _catalogue() -> dict[str, AccumulatorModel]:
         AccumulatorModel(
             "exact", "exact", "exact",
             source="IEEE P3109 draft BlockDotProduct (exact products and sum, one rounding) "
-                   "[confirmed in source]; OCP MX v1.0 Dot/DotGeneral with exact internal precision",
+                   "[confirmed in source]; OCP MX v1.0 Dot/DotGeneral with exact internal precision; "
+                   f"{_UE4M3_REJECT}",
             notes="An exact zero sum is +0. NaN if c or any block scale of the row/column is NaN."),
         AccumulatorModel(
             "fp32", "fma", "fp32_operand", k_step=1,
             source="the dequantize-then-FP32-matmul emulators (microxcaling, torchao EMULATED, "
-                   "TransformerEngine reference), with the order fixed by fp4spec",
+                   f"TransformerEngine reference), with the order fixed by fp4spec; {_UE4M3_REJECT}",
             notes="Operands are fp32(element * block scale); one fma32 per K element, ascending K."),
         AccumulatorModel(
             "sm100-mxf4nvf4", "fdpa", "group", k_step=64, group_size=16, frac_bits=35,
-            final_rounding="rz", e_zero=-139, nan_bits=NAN_NVIDIA,
-            elements=("e2m1", "e0m3"), scale_blocks=(("e8m0", 32), ("e8m0", 16), ("ue4m3", 16)),
+            final_rounding="rz", e_zero=-139, nan_bits=NAN_NVIDIA, zero_sign="positive",
+            ue4m3_sign_bit="ignore", elements=("e2m1", "e0m3"), scale_blocks=(("e8m0", 32), ("e8m0", 16), ("ue4m3", 16)),
             source=f"{_MMASIM}: nv_fused_dot_add_with_block_scale / GST_FDPA(G=16, F=35, RZ-FP32, "
-                   "L_max=64) [confirmed in source]; e_zero=-139 [secondary source]; E0M3 operands "
+                   "L_max=64) [confirmed in source]; e_zero=-139 [secondary source]; "
+                   f"{_ZERO_SIGN_SOURCE}; ue4m3_sign_bit='ignore': MMA-Sim 2.1.1 MMA_GST_FDPA.dpa reads an "
+                   "E4M3 scale as truncate_e4m3_to_ue4m3 (byte & 0x7F) [confirmed in source]; E0M3 operands "
                    "(A and B independently; flashinfer-ai/flashinfer#3934, FlashRT #146) [secondary source]",
             notes="Blackwell tcgen05.mma / mma kind::mxf4 and kind::mxf4nvf4. An infinite "
                   "accumulator stays infinite (fp4spec assumption; MMA-Sim does not define it). "
@@ -306,29 +335,35 @@ def _catalogue() -> dict[str, AccumulatorModel]:
                   "ones, exactly: unmeasured, reported by black-box tests, not by NVIDIA."),
         AccumulatorModel(
             "sm100-mxf8f6f4", "fdpa", "product", k_step=32, group_size=1, frac_bits=25,
-            final_rounding="rz", e_zero=-133, nan_bits=NAN_NVIDIA,
+            final_rounding="rz", e_zero=-133, nan_bits=NAN_NVIDIA, zero_sign="positive",
             elements=("e4m3", "e5m2", "e2m3", "e3m2", "e2m1"), scale_blocks=(("e8m0", 32),),
             source=f"{_MMASIM}: nv_fused_dot_add with scales / ST_FDPA(F=25, RZ-FP32, L_max=32) "
-                   "[confirmed in source]; e_zero=-133 [secondary source]",
+                   f"[confirmed in source]; e_zero=-133 [secondary source]; {_ZERO_SIGN_SOURCE}; "
+                   "ue4m3_sign_bit: never applies (E8M0 scales only; MMA-Sim's kind::mxf8f6f4 takes ue8m0)",
             notes="Blackwell kind::mxf8f6f4. FP6/FP4 elements are normalized at their own "
                   "format's minimum exponent [assumption: MMA-Sim validates E4M3/E5M2]."),
         AccumulatorModel(
             "sm90-bf16", "fdpa", "bf16_operand", k_step=16, group_size=1, frac_bits=25,
             final_rounding="rz", e_zero=-133, nan_bits=NAN_NVIDIA, zero_sign="positive",
+            ue4m3_sign_bit="ignore",
             source=f"{_MMASIM}: Hopper wgmma bf16, T_FDPA(F=25, RZ-FP32, k=16) [confirmed in "
                    "source]; the bf16 upcast is Triton's emulated dot_scaled on Hopper [derived]; "
                    "e_zero=-133 [secondary source]; zero_sign='positive' measured on an NVIDIA H200 "
                    "with fp4spec's probe (benchmarks/probe_gpu_zero_sign.py) [measured; first seen in "
-                   "benchmarks/bench_gpu_gemm.py's subnormal family]",
+                   f"benchmarks/bench_gpu_gemm.py's subnormal family], as MMA-Sim 2.1.1 has it ({_ZERO_SIGN_SOURCE}); "
+                   "ue4m3_sign_bit='ignore': fp4spec's choice for the software upcast: the Triton kernel that "
+                   "implements this model reads a UE4M3 byte's low 7 bits (s & 0x7F), as NVIDIA's block-scaled "
+                   "datapath does (MMA-Sim 2.1.1), so NVFP4 bytes give the same operands on Hopper as on Blackwell",
             notes="Operands are bf16(element * block scale) (overflow to Inf); what Hopper does "
                   "when block-scaled operands are upcast to bf16 and fed to wgmma. A negative "
-                  "step sum that RZ rounds to zero comes out as +0.0 (MMA-Sim's rounding gives "
-                  "-0.0): first seen as one output of the subnormal conformance family."),
+                  "step sum that RZ rounds to zero comes out as +0.0: first seen as one output of "
+                  "the subnormal conformance family, where the MMA-Sim fork before 2.1.1 gave -0.0."),
         AccumulatorModel(
             "cdna3-fp8", "fdpa2", "block_fma", k_step=16, group_size=16, frac_bits=24,
             final_rounding="rne", e_zero=None, nan_bits=NAN_IEEE,
             interleave=2, realign_bits=31, c_frac_bits=24,
-            source=f"{_MMASIM}: amd_fused_dot_add(is_fp8=True), MI300 FP8 MFMA [confirmed in source]",
+            source=f"{_MMASIM}: amd_fused_dot_add(is_fp8=True), MI300 FP8 MFMA [confirmed in source]; "
+                   f"{_UE4M3_REJECT} (fp4spec's block-scale wrapper, fp32(sa * sb))",
             notes="MI300 has no block-scaled MFMA: each scale block runs through the FP8 MFMA "
                   "from +0 and is scaled as acc = fma32(d, fp32(sa*sb), acc) (fp4spec wrapper). "
                   "Elements must be representable in e4m3fnuz (max 240) or e5m2fnuz. MI350/MI355 "
@@ -463,6 +498,7 @@ __all__ = [
     "NAN_IEEE",
     "NAN_NVIDIA",
     "SCALE_APPLICATIONS",
+    "UE4M3_SIGN_BITS",
     "ZERO_SIGNS",
     "code_representable",
     "representable",

@@ -50,7 +50,7 @@ from .fused_steps import (
     step_zero,
     terms_operand,
 )
-from .matmul_operands import check_operands
+from .matmul_operands import check_operands, datapath_scale_codes
 
 
 # =====================================================================================
@@ -136,10 +136,12 @@ class RefRow:
         return self.scales[k // self.block]
 
 
-def ref_rows(q) -> list[RefRow]:
+def ref_rows(q, model: AccumulatorModel) -> list[RefRow]:
     """The rows of a 2-d QuantizedTensor blocked along its last axis, decoded exactly: its
     own ``q.shape[0]`` rows (rows that ``quantize(pad=True)`` added to fill 2-d tiles are not
-    part of the operand), each of the stored, padded K."""
+    part of the operand), each of the stored, padded K. A scale byte is decoded as the code
+    ``model``'s datapath reads (:func:`~fp4spec.matmul_operands.datapath_scale_codes`: a
+    UE4M3 byte's low 7 bits under ``ue4m3_sign_bit="ignore"``)."""
     sch = q.scheme
     fmt, sfmt = sch.element, sch.scale
     n = q.shape[0]
@@ -152,7 +154,7 @@ def ref_rows(q) -> list[RefRow]:
             vals.append(Fraction(v))
         scales = []
         for sc in scodes:
-            s = sfmt.decode_exact(int(sc))
+            s = sfmt.decode_exact(datapath_scale_codes(model, sfmt, int(sc)))
             scales.append(None if isinstance(s, float) and math.isnan(s) else Fraction(s))
         rows.append(RefRow(tuple(vals), tuple(negs), tuple(scales), sch.block_size, fmt, sfmt))
     return rows
@@ -379,13 +381,14 @@ def matmul_reference(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact",
     """The scalar reference of :func:`fp4spec.matmul`: C = A . B^T, one element at a time.
 
     1. Resolve the model and check the operands (:func:`fp4spec.matmul_operands.check_operands`).
-    2. Decode every row of A and B exactly (:func:`ref_rows`).
+    2. Decode every row of A and B exactly (:func:`ref_rows`; scale bytes as the model's
+       datapath reads them).
     3. For every (m, n): :func:`dot_reference` with c[m, n] (+0 when c is None) and
        g = fp32(gA * gB) (None for MX operands).
     """
     model = get_accumulator(accumulator)
     ops = check_operands(model, qa, qb, c)
-    rows_a, rows_b = ref_rows(qa), ref_rows(qb)
+    rows_a, rows_b = ref_rows(qa, model), ref_rows(qb, model)
     g = None if ops.g is None else float(ops.g)
     out = np.empty((ops.m, ops.n), np.float32)
     for i, ra in enumerate(rows_a):

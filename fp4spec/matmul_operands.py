@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from .accumulator_models import AccumulatorModel, code_representable, element_carrier
+from .accumulator_models import AccumulatorModel, accumulators, code_representable, element_carrier
 from .quantized import QuantizedTensor
 
 
@@ -62,11 +62,43 @@ def _element_ok(model: AccumulatorModel, q, arg: str):
             code = int(codes[hit].flat[0])
             raise ValueError(f"{arg}: element code 0x{code:02X} of {fmt.name} is NaN or Inf; matmul needs "
                              f"finite elements (NaN enters through scales and c)")
-    scales = _numpy(q.scales)
     if codes.size and int(codes.max()) >= 1 << fmt.bits:
         raise ValueError(f"{arg}: element codes must be below 2^{fmt.bits} for {fmt.name}")
-    if scales.size and int(scales.max()) >= 1 << sch.scale.bits:
-        raise ValueError(f"{arg}: scale codes must be below 2^{sch.scale.bits} for {sch.scale.name}")
+
+
+def _reads_low_bits(model: AccumulatorModel, scale_format) -> bool:
+    """True where the model's datapath reads a scale byte's low 7 bits (UE4M3, ``"ignore"``)."""
+    return model.ue4m3_sign_bit == "ignore" and scale_format.name == "ue4m3"
+
+
+def _scale_bytes_ok(model: AccumulatorModel, q, arg: str):
+    """Scale bytes beyond the scale format's codes: refused, except a UE4M3 byte with bit 7
+    set under ``ue4m3_sign_bit="ignore"`` (the datapath reads its low 7 bits)."""
+    sfmt = q.scheme.scale
+    if not _scannable(q) or _reads_low_bits(model, sfmt):
+        return
+    scales = _numpy(q.scales)
+    top = (1 << sfmt.bits) - 1
+    if not scales.size or int(scales.max()) <= top:
+        return
+    byte = int(scales[scales > top].flat[0])
+    if sfmt.name == "ue4m3":
+        takers = [m.name for m in accumulators.values() if m.ue4m3_sign_bit == "ignore"]
+        raise ValueError(f"{arg}: UE4M3 scale byte 0x{byte:02X} has bit 7 set (a float8_e4m3fn sign bit; UE4M3 "
+                         f"codes are 0x00..0x7F); accumulator {model.name!r} rejects it (ue4m3_sign_bit='reject'). "
+                         f"Models with ue4m3_sign_bit='ignore' read its low 7 bits: {', '.join(takers)}")
+    raise ValueError(f"{arg}: scale codes must be below 2^{sfmt.bits} for {sfmt.name}, got 0x{byte:02X}")
+
+
+def datapath_scale_codes(model: AccumulatorModel, scale_format, codes):
+    """The scale codes ``model``'s datapath reads from stored scale bytes (an int or an
+    integer array), after :func:`check_operands`:
+
+    1. A UE4M3 scale under ``ue4m3_sign_bit="ignore"``: the byte's low 7 bits (``byte &
+       0x7F``: 0xFF reads as 0x7F, NaN; 0x80 as 0x00, zero; 0xB8 as 0x38, 1.0).
+    2. Otherwise the byte itself (:func:`check_operands` refused bytes beyond the format's codes).
+    """
+    return codes & 0x7F if _reads_low_bits(model, scale_format) else codes
 
 
 def tensor_scale_product(ga, gb) -> np.float32 | None:
@@ -89,7 +121,9 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
        last axis (K), with the same K and the same padded K.
     2. The schemes are not HiF4; the element codes are finite; the element formats and the
        ``(scale format, block size)`` pairs are ones the model takes (hardware models: A and
-       B with the same pair).
+       B with the same pair); scale bytes are codes of the scale format, except that a UE4M3
+       byte with bit 7 set is taken under ``ue4m3_sign_bit="ignore"`` (the datapath reads
+       :func:`datapath_scale_codes`) and refused under ``"reject"``.
     3. Step constraints: ``fdpa``: the padded K is a multiple of ``k_step``; ``"group"``
        scales: ``group_size`` divides both block sizes; ``fdpa2``: equal block sizes, each a
        multiple of ``group_size``.
@@ -125,6 +159,8 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
         if pair_a != pair_b:
             raise ValueError(f"qa, qb: accumulator {model.name!r} needs the same scale format and block size for "
                              f"A and B, got {pair_a} and {pair_b}")
+    _scale_bytes_ok(model, qa, "qa")
+    _scale_bytes_ok(model, qb, "qb")
     if model.algorithm == "fdpa" and kp % model.k_step:
         raise ValueError(f"qa, qb: K={kp} is not a multiple of the {model.name!r} step k={model.k_step}; pad A and "
                          f"B along K with zeros (a kernel pads too, and must choose the padding's scale)")
@@ -163,4 +199,4 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
     return MatmulOperands(m, n, qa.shape[1], kp, tensor_scale_product(qa.global_scale, qb.global_scale), c32)
 
 
-__all__ = ["MatmulOperands", "check_operands", "tensor_scale_product"]
+__all__ = ["MatmulOperands", "check_operands", "datapath_scale_codes", "tensor_scale_product"]

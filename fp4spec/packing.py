@@ -7,9 +7,11 @@ implementations:
 * ``"lo_first"`` -- ``byte = code[2i] | (code[2i+1] << 4)``: the first (even-index) element in
   the low nibble (bits 3:0). This is the consensus order: NVIDIA ``__nv_fp4x2_e2m1``,
   PyTorch ``torch.float4_e2m1fn_x2``, torchao ``pack_uint4``, TransformerEngine, Triton
-  ``tl.dot_scaled`` ("the first element in lower bits"), ONNX ``FLOAT4E2M1``, MMA-Sim.
+  ``tl.dot_scaled`` ("the first element in lower bits"), ONNX ``FLOAT4E2M1``, the MMA-Sim
+  snapshot microsoft/MMA-Sim c785138.
 * ``"hi_first"`` -- ``byte = (code[2i] << 4) | code[2i+1]``: the first element in the high
-  nibble. The HiFloat4 legacy order (and torchao before pytorch/ao#3123, where it was a bug).
+  nibble. The HiFloat4 legacy order (and torchao before pytorch/ao#3123, where it was a bug);
+  MMA-Sim 2.1.1 (PyPI ``mmasim``, ``unpack_uint8_to_fp4``) reads packed FP4 this way.
 
 Golden example (lo_first): codes ``(0x1, 0x7)`` (E2M1 values 0.5, 6.0) pack to the byte
 ``0x71``; in hi_first order they pack to ``0x17``.

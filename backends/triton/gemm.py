@@ -12,7 +12,9 @@ FP32 accumulator, K ascending. Normative algorithm of :func:`matmul_packed`:
    along K, the first (even-K) element in the low nibble: ``a_packed`` (M x K/2) and
    ``b_packed`` (N x K/2) uint8. Scale codes, one per block, row-major: ``a_scales``
    (M x K/k_A), ``b_scales`` (N x K/k_B) uint8 (E8M0 for MX, UE4M3 for the two-level
-   schemes; a UE4M3 code's bit 7 is ignored). K is a multiple of 16 and of both block sizes.
+   schemes). A UE4M3 byte's bit 7 (a ``float8_e4m3fn`` sign) is ignored: the kernel reads
+   ``s & 0x7F``, the model's ``ue4m3_sign_bit="ignore"`` (:data:`UE4M3_SIGN_BIT`); it refuses
+   no byte. K is a multiple of 16 and of both block sizes.
 2. Dequantize (:func:`_bf16_bits`, in registers, exact operations only): each element
    becomes ``bf16(element * scale)``. For the supported schemes this product is always exact
    in bf16 (at most 8 significant bits; UE4M3 products are normal; E8M0 products may be
@@ -90,6 +92,9 @@ ELEMENTS = {"e2m1": 0, "e1m2": 1, "int4_sym": 2}
 SCALES = {"e8m0": 0, "ue4m3": 1}
 #: The float32 NaN of the sm90-bf16 model (``model.nan_bits``).
 NAN_BITS = 0x7FFFFFFF
+#: What the kernel does with a UE4M3 scale byte whose bit 7 is set: it reads the low 7 bits
+#: (``_scale_operand``), the sm90-bf16 model's ``ue4m3_sign_bit``.
+UE4M3_SIGN_BIT = "ignore"
 VARIANTS = ("fused", "hybrid", "prepass")
 UNPACKS = ("join", "dup")
 
@@ -388,8 +393,9 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     1. ``accumulator`` must be ``"sm90-bf16"`` (BackendError otherwise).
     2. The operands are checked as the spec checks them
        (:func:`fp4spec.matmul_operands.check_operands`: rank 2, blocked along K, equal K,
-       K a multiple of 16, c float32 (M, N)); their schemes must be ones the kernel takes
-       (:func:`operand_format`).
+       K a multiple of 16, c float32 (M, N); UE4M3 scale bytes with bit 7 set pass, as
+       ``ue4m3_sign_bit="ignore"`` says, and the kernel reads their low 7 bits); their
+       schemes must be ones the kernel takes (:func:`operand_format`).
     3. Codes are packed (low nibble first) on ``device``, ``g = fp32(gA * gB)``, and
        :func:`matmul_packed` runs: with ``config`` and ``tile_config`` when given, else with
        ``defaults.gemm_small`` (:class:`.config.TritonConfig`, None: the shipped one) for
@@ -478,6 +484,6 @@ def bf16_rne_bits(x: np.ndarray, nan_bits: int = NAN_BITS) -> np.ndarray:
     return bf16_rne(x, nan_bits).view(np.uint16)
 
 
-__all__ = ["CONFIGS", "ELEMENTS", "NAN_BITS", "SCALES", "SCHEMES", "TileConfig", "bf16_rne_bits", "dequantize_bf16",
+__all__ = ["CONFIGS", "ELEMENTS", "NAN_BITS", "SCALES", "SCHEMES", "TileConfig", "UE4M3_SIGN_BIT", "bf16_rne_bits", "dequantize_bf16",
            "get_config", "interpreter_model_dot", "matmul", "matmul_packed", "model_dot", "operand_format",
            "pack_operand"]

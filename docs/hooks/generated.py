@@ -38,16 +38,20 @@ def conform_options() -> str:
 def conform_rows(backend: str = "numpy") -> str:
     """How many rows a default run of ``backend`` has: quantization rows, GEMM rows, per scheme."""
     from fp4spec.conformance.loading import open_backend
+    from fp4spec.conformance.matmul_properties import FAMILIES
     from fp4spec.conformance.runner import plan, plan_matmul
 
     be, _, caps = open_backend(backend)
     items = plan(be, caps)
     applicable = [(p, t) for p, t in items if not p.applies(t, caps)]
-    mm = [m for m in plan_matmul(be, caps) if not m.reason]
-    models = sorted({m.accumulator for m in mm})
+    planned = plan_matmul(be, caps)
+    mm = [m for m in planned if not m.reason]
+    models = sorted({m.accumulator for m in planned if m.family})
+    skipped = [m for m in planned if m.reason and m.family]
+    less = f", less {len(skipped)} skipped where a family has no scheme to draw" if skipped else ""
     return (f"{len(items)} quantization rows ({len(applicable)} that apply, over {len(caps.schemes)} schemes and "
-            f"their rounding modes) and {len(mm)} GEMM rows ({len(mm) // max(len(models), 1)} case families for "
-            f"each of the {len(models)} accumulator models)")
+            f"their rounding modes) and {len(mm)} GEMM rows ({len(FAMILIES)} case families for each of the "
+            f"{len(models)} accumulator models{less})")
 
 
 def conform_example() -> str:

@@ -193,12 +193,17 @@ def _to_numpy_values(a):
 def _check_scale_codes(q: QuantizedTensor) -> None:
     """Scale bytes beyond the scale format's codes (UE4M3 has 7 bits; a float8_e4m3fn byte with
     its sign bit set is not one) cannot be dequantized: a ValueError naming them. A
-    QuantizedTensor keeps such bytes (what a GEMM makes of them is its model's policy)."""
+    QuantizedTensor keeps such bytes (what a GEMM makes of them is its accumulator model's
+    ``ue4m3_sign_bit`` policy)."""
     top = (1 << q.scheme.scale.bits) - 1
     m = _max_value(q.scales)
     if m is not None and m > top:
+        why = ""
+        if q.scheme.scale.name == "ue4m3":
+            why = (" (bit 7 of a float8_e4m3fn byte is its sign; what fp4spec.matmul makes of it is its accumulator "
+                   "model's policy, ue4m3_sign_bit)")
         raise ValueError(f"scales: {q.scheme.scale.name} scale codes are {q.scheme.scale.bits}-bit (0..{top:#x}); "
-                         f"found {m:#x}, which dequantize cannot decode (bit 7 of a float8_e4m3fn byte is its sign)")
+                         f"found {m:#x}, which dequantize cannot decode{why}")
 
 
 __all__ = ["DEQUANTIZE_ORDER", "dequantize", "quantize"]

@@ -53,8 +53,9 @@ def matmul(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact", c=None, b
 
     1. Resolve the model (:func:`~fp4spec.accumulator_models.get_accumulator`).
     2. Check the operands (:func:`~fp4spec.matmul_operands.check_operands`): rank 2, blocked
-       along K, equal K, schemes and block sizes the model takes, K a multiple of its step;
-       ``g = fp32(gA * gB)`` when a scheme carries a tensor scale.
+       along K, equal K, schemes and block sizes the model takes, K a multiple of its step,
+       UE4M3 scale bytes with bit 7 set as the model's ``ue4m3_sign_bit`` says (refused, or
+       read as their low 7 bits); ``g = fp32(gA * gB)`` when a scheme carries a tensor scale.
     3. Accumulate every output element as the model's algorithm says
        (:mod:`fp4spec.gemm_reference` states each one in numbered steps), starting from c.
     4. With tensor scales: the result is ``fp32(acc * g)`` (``exact``: the exact sum times

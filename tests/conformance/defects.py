@@ -742,5 +742,60 @@ class SwappedScalesGemm(_GemmDefect):
                               accumulator=accumulator, c=c)
 
 
-#: GEMM defects (each claims sm100-mxf4nvf4).
-GEMM = (Fp32AccumulateGemm, Truncate34Gemm, SwappedScalesGemm)
+class Ue4m3BitRefusedGemm(_GemmDefect):
+    """Refuses UE4M3 scale bytes with bit 7 set (float8_e4m3fn bytes with the sign bit, e.g.
+    torchao's 0xFF) where the model reads their low 7 bits (ue4m3_sign_bit='ignore')."""
+
+    name = "gemm-ue4m3-bit7-refused"
+
+    def matmul(self, qa, qb, *, accumulator, c=None):
+        import dataclasses
+
+        import fp4spec
+
+        model = fp4spec.get_accumulator(accumulator)
+        return fp4spec.matmul(qa, qb, accumulator=dataclasses.replace(model, name=model.name + "-reject",
+                                                                      ue4m3_sign_bit="reject"), c=c)
+
+
+class Ue4m3BitAsSignGemm(_GemmDefect):
+    """Reads bit 7 of a UE4M3 scale byte as the sign of the block scale (a float8_e4m3fn
+    decode) where the model ignores it: the blocks of such bytes come out negated."""
+
+    name = "gemm-ue4m3-bit7-sign"
+
+    def matmul(self, qa, qb, *, accumulator, c=None):
+        import fp4spec
+
+        def as_signed(q):
+            scales = np.asarray(q.scales)
+            if q.scheme.scale.name != "ue4m3" or not (scales & 0x80).any():
+                return q
+            flip = np.repeat((scales & 0x80) != 0, q.scheme.block_size, axis=1)[:, :np.shape(q.codes)[1]]
+            sign = np.uint8(1 << (q.scheme.element.bits - 1))
+            codes = np.where(flip, np.asarray(q.codes) ^ sign, np.asarray(q.codes)).astype(np.uint8)
+            return q.replace(codes=codes, scales=(scales & 0x7F).astype(np.uint8))
+
+        return fp4spec.matmul(as_signed(qa), as_signed(qb), accumulator=accumulator, c=c)
+
+
+class Ue4m3BitAcceptedGemm(_GemmDefect):
+    """Claims the ``exact`` model (ue4m3_sign_bit='reject') but reads a UE4M3 byte with bit 7
+    set as its low 7 bits instead of refusing the operand."""
+
+    name = "gemm-ue4m3-bit7-accepted"
+    claimed = "exact"
+
+    def matmul(self, qa, qb, *, accumulator, c=None):
+        import dataclasses
+
+        import fp4spec
+
+        model = fp4spec.get_accumulator(accumulator)
+        return fp4spec.matmul(qa, qb, accumulator=dataclasses.replace(model, name=model.name + "-ignore",
+                                                                      ue4m3_sign_bit="ignore"), c=c)
+
+
+#: GEMM defects (each claims sm100-mxf4nvf4, but Ue4m3BitAcceptedGemm: exact).
+GEMM = (Fp32AccumulateGemm, Truncate34Gemm, SwappedScalesGemm, Ue4m3BitRefusedGemm, Ue4m3BitAsSignGemm,
+        Ue4m3BitAcceptedGemm)

@@ -17,7 +17,7 @@ from fp4spec.backends import Availability, Backend, BackendError, Capabilities, 
 from fp4spec.cli import main as cli_main
 from fp4spec.conformance import run
 from fp4spec.conformance import vectors as V
-from fp4spec.conformance.matmul_properties import FAMILIES, make_operand, schemes_for
+from fp4spec.conformance.matmul_properties import FAMILIES, family_schemes, make_operand, schemes_for
 from fp4spec.conformance.report import render_markdown, render_text
 from fp4spec.conformance.runner import DEFAULT_MATMUL_MAX_EXAMPLES, StderrProgress
 from fp4spec.conformance.command import main as conform_main
@@ -83,8 +83,13 @@ def test_numpy_conforms_on_matmul_rows():
     assert [(r.property, r.rounding) for r in report.results] == \
         [(f"matmul/{f}", f"acc={a}") for a in accs for f in FAMILIES]
     for r in report.results:
+        takes = family_schemes(r.property[len("matmul/"):], schemes_for(r.rounding[4:]))
+        if not takes:   # scale_sign_bit under sm100-mxf8f6f4 (E8M0 scales only)
+            assert (r.property, r.rounding, r.status) == ("matmul/scale_sign_bit", "acc=sm100-mxf8f6f4", "SKIP")
+            assert "needs UE4M3 block scales" in r.reason
+            continue
         assert r.status == "PASS" and r.examples == DEFAULT_MATMUL_MAX_EXAMPLES
-        assert r.scheme == ",".join(schemes_for(r.rounding[4:]))
+        assert r.scheme == ",".join(takes)
     assert report.matmul_max_examples == DEFAULT_MATMUL_MAX_EXAMPLES
 
 
@@ -117,6 +122,7 @@ GEMM_CASES = [
     (D.Fp32AccumulateGemm, {"matmul/truncation", "matmul/alignment", "matmul/nan_scales"}),
     (D.Truncate34Gemm, {"matmul/truncation"}),
     (D.SwappedScalesGemm, {"matmul/random", "matmul/truncation"}),
+    (D.Ue4m3BitAsSignGemm, {"matmul/scale_sign_bit"}),
 ]
 
 
@@ -130,8 +136,36 @@ def test_default_run_rejects_planted_gemm_defect(defect, caught_by):
     for r in report.departures:
         assert r.status == "FAIL" and r.rounding == "acc=sm100-mxf4nvf4"
         cx = r.counterexample
+        if cx.field == "exception":   # the fp32 model refuses what sm100-mxf4nvf4 takes: bit-7 UE4M3 bytes
+            assert (defect, r.property) == (D.Fp32AccumulateGemm, "matmul/scale_sign_bit"), cx.what
+            assert "ue4m3_sign_bit='reject'" in cx.what
+            continue
         assert cx.field == "matmul" and cx.what.startswith("d[") and "outputs differ" in cx.what
         assert cx.expected != cx.actual and {"row", "column"} <= set(cx.where)
+    if defect is D.Ue4m3BitAsSignGemm:
+        assert departing == {"matmul/scale_sign_bit"}
+
+
+def test_a_gemm_refusing_ue4m3_bytes_the_model_reads_departs():
+    """Planted: a kernel that refuses UE4M3 scale bytes with bit 7 set under
+    sm100-mxf4nvf4 (ue4m3_sign_bit='ignore'; what fp4spec.matmul did before the policy)."""
+    report = run(D.Ue4m3BitRefusedGemm, properties=["matmul"])
+    assert [r.property for r in report.departures] == ["matmul/scale_sign_bit"]
+    (r,) = report.departures
+    assert r.counterexample.field == "exception" and "has bit 7 set" in r.counterexample.what
+    assert r.counterexample.tensor is not None
+
+
+def test_a_gemm_accepting_ue4m3_bytes_the_model_refuses_departs():
+    """Planted: a kernel that claims exact (ue4m3_sign_bit='reject') but reads bit-7 bytes
+    as their low 7 bits: the scale_sign_bit row says it accepted a byte the model refuses."""
+    report = run(D.Ue4m3BitAcceptedGemm, properties=["matmul"])
+    assert [r.property for r in report.departures] == ["matmul/scale_sign_bit"]
+    (r,) = report.departures
+    cx = r.counterexample
+    assert r.rounding == "acc=exact" and cx.field == "matmul"
+    assert "which accumulator 'exact' refuses (ue4m3_sign_bit='reject'): expected a ValueError" in cx.what
+    assert "family scale_sign_bit" in cx.notes[0] and cx.tensor["scheme"] in ("nvfp4", "nvfp4_2d", "nvint4")
 
 
 def test_gemm_defect_counterexample_replays_from_the_json_report(tmp_path):
@@ -232,9 +266,10 @@ def test_cli_accumulator_narrows_and_tables_show_gemm_rows(capsys):
     cap = capsys.readouterr()
     lines = cap.out.splitlines()
     assert lines[0].split() == ["scheme", "rows", "passed", "failed", "skipped", "s"]  # the summary per group
-    assert lines[2].split()[:5] == ["matmul", "sm100-mxf4nvf4", "7", "7", "0"]
+    assert lines[2].split()[:5] == ["matmul", "sm100-mxf4nvf4", str(len(FAMILIES)), str(len(FAMILIES)), "0"]
     assert lines[4].split()[:5] == ["property", "schemes", "accumulator", "result", "examples"]
-    assert "matmul/truncation    mxfp4,nvfp4,nvint4_e0m3  sm100-mxf4nvf4  PASS    2" in cap.out
+    assert "matmul/truncation      mxfp4,nvfp4,nvint4_e0m3  sm100-mxf4nvf4  PASS    2" in cap.out
+    assert "matmul/scale_sign_bit  nvfp4,nvint4_e0m3        sm100-mxf4nvf4  PASS    2" in cap.out
     assert "acc=exact" not in cap.out and "fp32 " not in cap.out
     assert f"[{len(FAMILIES)}/{len(FAMILIES)}] examples: matmul acc=sm100-mxf4nvf4: {len(FAMILIES)} passed" in cap.err
     assert conform_main(["--backend", "numpy", "--list"]) == 0
@@ -284,7 +319,8 @@ def test_vectors_round_trip_through_the_cli(gemm_files, capsys):
     assert str(v["level"]) == "standard" and int(v["n_cases"]) == 12 * len(FAMILIES)
     assert cli_main(["vectors", "check", str(vec), str(res), "--report", str(d / "ok.md")]) == 0
     out = capsys.readouterr().out
-    assert "vectors/truncation    nvfp4    sm100-mxf4nvf4  PASS    12" in out
+    assert "vectors/truncation      nvfp4    sm100-mxf4nvf4  PASS    12" in out
+    assert "vectors/scale_sign_bit  nvfp4    sm100-mxf4nvf4  PASS    12" in out
     assert "results for nvfp4 under sm100-mxf4nvf4: CONFORMS" in out
     # the results as bit patterns are accepted too
     r = V.load(str(res))

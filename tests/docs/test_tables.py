@@ -600,3 +600,24 @@ def test_torchao_mx_blocks_with_scale_code_0_come_back_halved():
     assert float(fp4spec.dequantize(ocp)[0]) == x[0] and float(fp4spec.dequantize(tao)[0]) == x[0] / 2
     rceil = fp4spec.quantize(x, "mxfp4", profile="torchao", scale_rule="rceil")
     assert float(fp4spec.dequantize(rceil)[0]) == 0.0
+
+
+# -- docs/gemm.md: the accumulator-model catalogue --------------------------------------------------
+
+def _gemm_catalogue_rows() -> dict[str, dict[str, str]]:
+    text = (DOCS / "gemm.md").read_text()
+    section = text.split("## The catalogue", 1)[1].split("\n\n", 2)[1]
+    header, rows = table_rows(section)
+    return {unquote(r[0]): dict(zip(header, r)) for r in rows}
+
+
+def test_gemm_catalogue_table_matches_the_descriptors():
+    """One row per catalogued model; the policy columns are the model's ``zero_sign`` and
+    ``ue4m3_sign_bit``."""
+    rows = _gemm_catalogue_rows()
+    assert list(rows) == list(fp4spec.accumulators)
+    for name, row in rows.items():
+        model = fp4spec.get_accumulator(name)
+        assert row["`zero_sign`"].split()[0] == model.zero_sign, name
+        assert row["`ue4m3_sign_bit`"].split()[0] == model.ue4m3_sign_bit, name
+        assert row["NaN bits"] == f"`0x{model.nan_bits:08X}`", name

@@ -19,6 +19,8 @@ from fp4spec.accumulator_models import FP32, accumulators, format_carrier, get_a
 from fp4spec.conformance.matmul_properties import (
     FAMILIES,
     check_matmul,
+    expects_refusal,
+    family_schemes,
     generate_case,
     make_operand,
     operand_from_values,
@@ -139,10 +141,15 @@ def test_f32_terms_matches_sig_exp():
 def test_emulator_equals_reference_every_family_and_scheme(model):
     seed = 0
     for family in FAMILIES:
-        for scheme in schemes_for(model):
+        for scheme in family_schemes(family, schemes_for(model)):
             seed += 1
             steps = 1 if model == "sm100-mxf8f6f4" else 2
             case = generate_case(family, model, scheme, seed=seed, m=2, n=3, steps=steps)
+            if expects_refusal(get_accumulator(model), case):   # both refuse the operands
+                for impl in (ref.matmul_reference, matmul):
+                    with pytest.raises(ValueError, match="bit 7 set"):
+                        impl(case.qa, case.qb, accumulator=model, c=case.c)
+                continue
             want = ref.matmul_reference(case.qa, case.qb, accumulator=model, c=case.c)
             got = matmul(case.qa, case.qb, accumulator=model, c=case.c)
             assert_same(got, want, f"{model} {family} {scheme}\n{case.describe()}")
@@ -166,7 +173,8 @@ def test_exact_python_integer_path():
     qa = make_operand(rng.choice(fin, (2, 64)), np.array([[0, 254], [254, 1]], np.uint8), sch)
     qb = make_operand(rng.choice(fin, (2, 64)), np.array([[3, 250], [127, 0]], np.uint8), sch)
     c = np.array([[1.0, -3e38], [2.0 ** -149, 0.0]], np.float32)
-    a_op, b_op = gemm.operand(qa), gemm.operand(qb)
+    exact = get_accumulator("exact")
+    a_op, b_op = gemm.operand(qa, exact), gemm.operand(qb, exact)
     dots = gemm._segment_dots(np.ldexp(a_op.values, 16).astype(np.int64),
                               np.ldexp(b_op.values, 16).astype(np.int64), 32)
     assert dots[0].dtype == object                       # e5m2 x e5m2 integers overflow int64
@@ -217,7 +225,7 @@ def test_padded_rows():
         got = matmul(qa, qb, accumulator=model, c=c)
         assert got.shape == (20, 3), model
         assert_same(got, ref.matmul_reference(qa, qb, accumulator=model, c=c), model)
-    assert gemm.operand(qa).values.shape == (20, 128)
+    assert gemm.operand(qa, get_accumulator("exact")).values.shape == (20, 128)
 
 
 def test_step_zero():
@@ -253,6 +261,40 @@ def test_emulator_equals_reference_both_zero_signs(name):
     assert (sig[differ] == 0x80000000).all() and (pos[differ] == 0).all()
     assert differ.any() == (name != "cdna3-fp8")
     assert not (pos == 0x80000000).any()
+
+
+@pytest.mark.parametrize("name", [m for m in MODELS if "nvfp4" in schemes_for(m)])
+def test_ue4m3_bit_7_as_the_policy_says(name):
+    """nvfp4 operands whose scale bytes have bit 7 set a third of the time (0xFF and 0x80
+    among them). Under ue4m3_sign_bit='ignore' (the catalogue's where it says so, else a
+    variant of the model: every algorithm reads the bytes through the same step) the emulator
+    equals the scalar reference and equals the same GEMM of the bytes with bit 7 cleared,
+    on a small case and on one large enough for the fast paths; under 'reject' both refuse."""
+    model = get_accumulator(name)
+    rng = np.random.default_rng(11)
+
+    def op(rows, k):
+        sc = rng.integers(0x28, 0x48, (rows, k // 16)).astype(np.uint8)
+        sc[rng.random(sc.shape) < 0.33] |= 0x80
+        sc.flat[rng.integers(sc.size)] = 0xFF if rows > 4 else 0x80
+        return make_operand(rng.choice(np.array([0, 1, 2, 3, 10, 11, 15], np.uint8), (rows, k)), sc, "nvfp4")
+
+    def masked(q):
+        return q.replace(scales=np.asarray(q.scales) & 0x7F)
+
+    ignore = model if model.ue4m3_sign_bit == "ignore" else \
+        dataclasses.replace(model, name=f"{name}/ignore", ue4m3_sign_bit="ignore")
+    qa, qb = op(3, 64), op(2, 64)
+    c = rng.standard_normal((3, 2)).astype(np.float32)
+    got = matmul(qa, qb, accumulator=ignore, c=c)
+    assert_same(got, ref.matmul_reference(qa, qb, accumulator=ignore, c=c), ignore.name)
+    assert_same(got, matmul(masked(qa), masked(qb), accumulator=ignore, c=c), ignore.name)
+    qa, qb = op(16, 256), op(24, 256)
+    assert_same(matmul(qa, qb, accumulator=ignore), matmul(masked(qa), masked(qb), accumulator=ignore), ignore.name)
+    if model.ue4m3_sign_bit == "reject":
+        for impl in (matmul, ref.matmul_reference):
+            with pytest.raises(ValueError, match="has bit 7 set"):
+                impl(qa, qb, accumulator=model)
 
 
 def test_unprovable_parameters_are_refused():
@@ -321,7 +363,8 @@ def test_vectors_roundtrip(tmp_path):
     assert check_matmul_vectors(vec2, as_list).passed
     as_bits = {k + "_bits": v.view(np.uint32) for k, v in good.items()}
     assert check_matmul_vectors(vec2, as_bits).passed
-    wrong = run_matmul_vectors(vec2, lambda qa, qb, *, accumulator, c: matmul(qa, qb, accumulator="exact", c=c))
+    exact = dataclasses.replace(get_accumulator("exact"), name="exact/ignore", ue4m3_sign_bit="ignore")
+    wrong = run_matmul_vectors(vec2, lambda qa, qb, *, accumulator, c: matmul(qa, qb, accumulator=exact, c=c))
     bad = check_matmul_vectors(vec2, wrong)
     assert not bad.passed and "bit-exact" in bad.summary()
     del as_list[-1]
@@ -337,7 +380,13 @@ def test_vectors_with_block_override_and_bad_files(tmp_path):
         generate_matmul_vectors("nvfp4", "sm100-mxf8f6f4", "smoke")
     with pytest.raises(ValueError, match="level"):
         generate_matmul_vectors("nvfp4", "exact", "huge")
-    assert str(generate_matmul_vectors("nvfp4", "exact", 0)["level"]) == "smoke"
+    exact = generate_matmul_vectors("nvfp4", "exact", 0)
+    assert str(exact["level"]) == "smoke"
+    # a file holds results, not refusals: no scale_sign_bit cases where the model rejects them
+    families = {str(v) for k, v in exact.items() if k.endswith("/family")}
+    assert "scale_sign_bit" not in families and "random" in families
+    families = {str(v) for k, v in generate_matmul_vectors("nvfp4", "sm90-bf16", 0).items() if k.endswith("/family")}
+    assert families == set(FAMILIES)
     np.savez(tmp_path / "x.npz", format=np.array("something else"))
     with pytest.raises(ValueError, match="fp4spec-matmul-vectors"):
         load_matmul_vectors(tmp_path / "x.npz")

@@ -19,8 +19,8 @@ from fp4spec.accumulator_models import (
     register_accumulator,
     unregister_accumulator,
 )
-from fp4spec.matmul_operands import check_operands
-from fp4spec.conformance.matmul_properties import operand_from_values, schemes_for
+from fp4spec.matmul_operands import check_operands, datapath_scale_codes
+from fp4spec.conformance.matmul_properties import make_operand, operand_from_values, schemes_for
 from fp4spec.gemm_reference import (
     fma32,
     fused_sum,
@@ -279,9 +279,10 @@ class TestWorkedExamples:
         assert both(qa, qb, dataclasses.replace(base, name="ez126", e_zero=-126))[0, 0] == 1
         assert both(qa, qb, dataclasses.replace(base, name="eznone", e_zero=None))[0, 0] == 0
         assert both(qa, qb, "exact")[0, 0] == 1
-        # the negative mirror truncates to -0
+        # the negative mirror truncates to zero: +0 (zero_sign='positive'), -0 where the sign is kept
         qa_neg = operand_from_values(row(64, {0: -1.0, 16: 0.5}), [[2.0 ** -127, 2.0 ** -127, 1, 1]], sch)
-        assert both(qa_neg, qb, base)[0, 0] == 0x80000000
+        assert both(qa_neg, qb, base)[0, 0] == 0
+        assert both(qa_neg, qb, dataclasses.replace(base, name="signed", zero_sign="signed"))[0, 0] == 0x80000000
 
     def test_c_and_tensor_scales(self):
         """c is the initial accumulator: with tensor scales it is multiplied by fp32(gA * gB)."""
@@ -322,10 +323,16 @@ class TestZeroSign:
         return qa, qb
 
     def test_catalogue_values(self):
-        assert get_accumulator("sm90-bf16").zero_sign == "positive"
-        for name in ("exact", "fp32", "sm100-mxf4nvf4", "sm100-mxf8f6f4", "cdna3-fp8"):
+        """The NVIDIA models map every zero of a fused step to +0 (MMA-Sim 2.1.1; the H200 for
+        sm90-bf16); the others round as IEEE does."""
+        for name in ("sm100-mxf4nvf4", "sm100-mxf8f6f4", "sm90-bf16"):
+            model = get_accumulator(name)
+            assert model.zero_sign == "positive", name
+            assert "MMA-Sim 2.1.1" in model.source and "[confirmed in source]" in model.source, name
+            assert "zero=positive" in model.describe()
+        for name in ("exact", "fp32", "cdna3-fp8"):
             assert get_accumulator(name).zero_sign == "signed", name
-        assert "zero=positive" in get_accumulator("sm90-bf16").describe()
+        assert "[measured" in get_accumulator("sm90-bf16").source
 
     @pytest.mark.parametrize("c", [0.0, -0.0])
     def test_negative_sum_rounding_to_zero(self, c):
@@ -366,12 +373,23 @@ class TestZeroSign:
 
     def test_group_scales(self):
         """sm100-mxf4nvf4's test_e_zero mirror: -2^-149 + 2^-169 truncates (RZ) to -0 under
-        'signed', +0 under 'positive'."""
+        'signed', +0 under 'positive' (the catalogue's)."""
         sch = fp4spec.get_scheme("mxfp4", block_size=16)
         qa = operand_from_values(row(64, {0: -1.0, 16: 0.5}), [[2.0 ** -127, 2.0 ** -127, 1, 1]], sch)
         qb = operand_from_values(row(64, {0: 1.0, 16: 0.5}), [[2.0 ** -22, 2.0 ** -40, 1, 1]], sch)
-        assert both(qa, qb, "sm100-mxf4nvf4")[0, 0] == NEG0
-        assert both(qa, qb, variant("sm100-mxf4nvf4", "positive"))[0, 0] == 0
+        assert both(qa, qb, variant("sm100-mxf4nvf4", "signed"))[0, 0] == NEG0
+        assert both(qa, qb, "sm100-mxf4nvf4")[0, 0] == 0
+
+    @pytest.mark.parametrize("name, k", [("sm100-mxf4nvf4", 64), ("sm100-mxf8f6f4", 32)])
+    def test_blackwell_tiny_negative_sum(self, name, k):
+        """The case of issue 16: mxfp4, a = [-0.5, 0, ...], b = [0.5, 0, ...], both scale bytes
+        52 (2^-75): the exact sum -2^-152 rounds toward zero. MMA-Sim 2.1.1 gives +0.0."""
+        qa = make_operand(np.array([[9] + [0] * (k - 1)]), np.full((1, k // 32), 52), "mxfp4")
+        qb = make_operand(np.array([[1] + [0] * (k - 1)]), np.full((1, k // 32), 52), "mxfp4")
+        for c in (None, c11(-0.0)):
+            assert both(qa, qb, name, c)[0, 0] == 0
+            assert both(qa, qb, variant(name, "signed"), c)[0, 0] == NEG0
+        assert both(qa, qb, "exact")[0, 0] == NEG0   # IEEE: RNE of -2^-152 is -0
 
     def test_validation(self):
         with pytest.raises(ValueError, match="zero_sign: 'ieee' is not one of 'signed', 'positive'"):
@@ -381,6 +399,80 @@ class TestZeroSign:
                 variant(name, "positive")
         m = variant("cdna3-fp8", "positive")
         assert m.zero_sign == "positive"
+
+
+# =====================================================================================
+# UE4M3 scale bytes with bit 7 set (ue4m3_sign_bit)
+# =====================================================================================
+
+def nvfp4_ones(k=64, scale_bytes=None):
+    """1 x k nvfp4 operand of ones (E2M1 1.0), tensor scale 1, the given scale bytes (default
+    0x38, 1.0)."""
+    sb = np.full((1, k // 16), 0x38, np.uint8) if scale_bytes is None else np.array([scale_bytes], np.uint8)
+    return make_operand(np.full((1, k), 0x2, np.uint8), sb, "nvfp4")
+
+
+def policy(name, value):
+    return dataclasses.replace(get_accumulator(name), name=f"{name}/{value}", ue4m3_sign_bit=value)
+
+
+class TestUe4m3SignBit:
+    def test_catalogue_values_and_sources(self):
+        """ignore: sm100-mxf4nvf4 (MMA-Sim 2.1.1) and sm90-bf16 (fp4spec's Triton kernel, as
+        the hardware); reject: the software models and sm100-mxf8f6f4 (no UE4M3 scales)."""
+        for name in ("sm100-mxf4nvf4", "sm90-bf16"):
+            m = get_accumulator(name)
+            assert m.ue4m3_sign_bit == "ignore" and "ue4m3_sign_bit='ignore'" in m.source, name
+        assert "truncate_e4m3_to_ue4m3" in get_accumulator("sm100-mxf4nvf4").source
+        for name in ("exact", "fp32", "cdna3-fp8"):
+            m = get_accumulator(name)
+            assert m.ue4m3_sign_bit == "reject" and "ue4m3_sign_bit='reject': fp4spec's choice" in m.source, name
+        m = get_accumulator("sm100-mxf8f6f4")
+        assert m.ue4m3_sign_bit == "reject" and "never applies" in m.source
+        assert "ue4m3_sign_bit=ignore" in get_accumulator("sm90-bf16").describe()
+
+    def test_validation(self):
+        with pytest.raises(ValueError, match="ue4m3_sign_bit: 'flag' is not one of 'reject', 'ignore'"):
+            policy("exact", "flag")
+        assert AccumulatorModel("mine", "exact", "exact").ue4m3_sign_bit == "reject"
+
+    @pytest.mark.parametrize("name", ["exact", "fp32", "cdna3-fp8"])
+    def test_reject_names_the_byte_the_model_and_the_policy(self, name):
+        qa, qb = nvfp4_ones(scale_bytes=[0x38, 0xB8, 0x38, 0xFF]), nvfp4_ones()
+        with pytest.raises(ValueError, match=rf"qa: UE4M3 scale byte 0xB8 has bit 7 set .* accumulator '{name}' "
+                                             r"rejects it \(ue4m3_sign_bit='reject'\).* sm100-mxf4nvf4, sm90-bf16"):
+            check_operands(get_accumulator(name), qa, qb)
+        with pytest.raises(ValueError, match="qb: UE4M3 scale byte 0xFF"):
+            matmul_reference(qb, qa.replace(scales=np.array([[0x38, 0x38, 0x38, 0xFF]], np.uint8)), accumulator=name)
+
+    def test_a_model_without_ue4m3_scales_says_so_first(self):
+        q = nvfp4_ones(scale_bytes=[0xB8] * 4)
+        with pytest.raises(ValueError, match="scale ue4m3 with blocks of 16 is not taken by accumulator"):
+            check_operands(get_accumulator("sm100-mxf8f6f4"), q, q)
+
+    @pytest.mark.parametrize("name", ["sm100-mxf4nvf4", "sm90-bf16"])
+    def test_ignore_reads_the_low_seven_bits(self, name):
+        """0xB8 reads as 0x38 (1.0), 0x80 as 0x00 (zero), 0xFF as 0x7F (NaN): the result
+        equals that of the masked bytes, in the reference and the emulator."""
+        qb = nvfp4_ones()
+        one = nvfp4_ones(scale_bytes=[0xB8, 0x38, 0xB8, 0xB8])
+        assert both(one, qb, name)[0, 0] == bits(64.0)
+        zero = nvfp4_ones(scale_bytes=[0x80, 0x38, 0x38, 0x38])
+        assert both(zero, qb, name)[0, 0] == bits(48.0)
+        nan = nvfp4_ones(scale_bytes=[0xFF, 0x38, 0x38, 0x38])
+        assert both(nan, qb, name)[0, 0] == get_accumulator(name).nan_bits
+        for q in (one, zero, nan):
+            masked = q.replace(scales=np.asarray(q.scales) & 0x7F)
+            assert np.array_equal(both(q, qb, name), both(masked, qb, name))
+
+    def test_datapath_scale_codes(self):
+        ue4m3, e8m0 = fp4spec.get_scheme("nvfp4").scale, fp4spec.get_scheme("mxfp4").scale
+        codes = np.array([0x00, 0x38, 0x7F, 0x80, 0xB8, 0xFF], np.uint8)
+        assert datapath_scale_codes(get_accumulator("sm100-mxf4nvf4"), ue4m3, codes).tolist() == \
+            [0x00, 0x38, 0x7F, 0x00, 0x38, 0x7F]
+        assert datapath_scale_codes(get_accumulator("sm100-mxf4nvf4"), e8m0, codes).tolist() == codes.tolist()
+        assert datapath_scale_codes(get_accumulator("exact"), ue4m3, 0xB8) == 0xB8
+        assert datapath_scale_codes(get_accumulator("sm90-bf16"), ue4m3, 0xB8) == 0x38
 
 
 # =====================================================================================

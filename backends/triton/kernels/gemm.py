@@ -37,7 +37,8 @@ def _element(code, ELEM: tl.constexpr):
 @triton.jit
 def _scale_operand(s, SCALE: tl.constexpr):
     """What the dequantization multiplies by, per scale code s (int32): UE4M3 (SCALE 1): its
-    float32 value (exact; bit 7 ignored; 0x7F -> NaN); E8M0 (SCALE 0): s itself (the
+    float32 value (exact; bit 7 ignored -- the sm90-bf16 model's ue4m3_sign_bit='ignore', so
+    a float8_e4m3fn byte 0xFF reads as 0x7F; 0x7F -> NaN); E8M0 (SCALE 0): s itself (the
     exponent is added as an integer)."""
     if SCALE == 1:
         s = s & 0x7F
