@@ -70,7 +70,7 @@ def _z(n_up: float, p: np.ndarray) -> float | None:
 def check(env, t, base: np.ndarray) -> None:
     sch, fmt = t.scheme, t.scheme.element
     x = np.tile(base, (max(1, REPEATS // sch.tile_rows), 1))
-    rng = np.random.default_rng(int(np.asarray(x).view(np.uint32).sum() & 0xFFFFFFFF))
+    rng = np.random.default_rng(int(np.asarray(x).view(np.uint32).sum()) & 0xFFFFFFFF)  # Python ints: numpy 1.x has no uint64 & int64
     r1 = builders.build_rbits(rng, x.shape, t.sr_bits, "uniform")
     q = env.quantize(x, t, r1)
     q_rtz, rtz, away, y = _neighbours(env, t, x)
