@@ -3,7 +3,7 @@
     python benchmarks/bench_gpu_api.py [--n 16384] [--gemm 8192] [--iters 20] [--only quant,deq,gemm,host,linear]
 
 Times ``fp4spec.quantize`` (every scheme the GPU backends take, rowwise and ``axis=0``, ``rht="te"``,
-``pad=True``, SR with given bits), ``fp4spec.dequantize`` (nvfp4 and mxfp4 to float32),
+``pad=True``, SR with given bits and with a seed), ``fp4spec.dequantize`` (nvfp4 and mxfp4 to float32),
 ``fp4spec.matmul`` of CUDA operands (``sm90-bf16``, 8192^3), the host overhead of a warm call on
 a 16 x 64 tensor and a fake-quant linear ``dq(q(x)) @ dq(q(w)).T``, each with CUDA events
 around the public call (host work included), and prints:
@@ -46,6 +46,8 @@ QUANT = [  # (label, scheme, kwargs)
     ("mxfp8_e4m3", "mxfp8_e4m3", {}),
     ("hif4", "hif4", {}),
     ("nvfp4 sr (given bits)", "nvfp4", {"rounding": "sr"}),
+    ("nvfp4 sr (seed: Philox on the device)", "nvfp4", {"rounding": "sr", "seed": 1234}),
+    ("mxfp4 sr (seed: Philox on the device)", "mxfp4", {"rounding": "sr", "seed": 1234}),
     ("nvfp4 pad=True", "nvfp4", {"pad": True, "cols": -8}),
 ]
 
@@ -70,7 +72,7 @@ def bench_quant(x, iters, t_copy, rows):
     for label, scheme, kw in QUANT:
         kw = dict(kw)
         xi = x[:, :x.shape[1] + kw.pop("cols")] if "cols" in kw else x
-        if kw.get("rounding") == "sr":
+        if kw.get("rounding") == "sr" and "seed" not in kw:
             kw["rbits"] = torch.randint(0, 256, xi.shape, dtype=torch.int32, device=x.device)
         try:
             q = fp4spec.quantize(xi, scheme, **kw)

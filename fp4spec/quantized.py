@@ -383,6 +383,19 @@ class QuantizedTensor:
         return q
 
     @classmethod
+    def from_kernel(cls, data, scales, global_scale, scheme: Scheme, shape, *, backend: str,
+                    rht: RHT | None = None) -> "QuantizedTensor":
+        """Wrap what a kernel wrote, unchecked: torch tensors with the blocked axis last (the
+        ``len(shape) - 1``), 4-bit codes packed two per byte, ``global_scale`` a 0-d float32
+        tensor on their device (None for MX), ``shape`` the (padded) x's. For backends whose
+        results are tested equal to the emulator and certified by ``fp4spec conform`` (which
+        compares every field): the checks of :meth:`__init__` cost a warm GPU call a large part
+        of its host time."""
+        return cls._checked(dict(data=data, scales=scales, global_scale=global_scale, scheme=scheme,
+                                 axis=len(shape) - 1, shape=tuple(shape), e1_8=None, e1_16=None, backend=backend,
+                                 rht=rht), scheme.element.bits == 4)
+
+    @classmethod
     def from_moved(cls, codes, scales, global_scale, scheme: Scheme, axis: int, shape, *, e1_8=None, e1_16=None,
                    backend: str = "numpy", rht: RHT | None = None):
         """Build from arrays whose blocked axis is last (the emulator's layout); ``codes`` one

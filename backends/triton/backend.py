@@ -16,12 +16,15 @@ from .config import resolve_config
 
 
 def _on(device):
-    """Triton launches on the current CUDA device: make it x's."""
+    """Triton launches on the current CUDA device: make it x's (no context switch when it
+    already is: the common case, and a switch costs the host microseconds per call)."""
     import contextlib
 
     import torch
 
-    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+    if device.type != "cuda" or device.index is None or device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
 
 
 class TritonBackend(Backend):
@@ -73,12 +76,18 @@ class TritonBackend(Backend):
     def supports(self, scheme, rounding="rne", sr_bits=8, rht=None) -> bool:
         return not self.why_unsupported(scheme, rounding, sr_bits, rht) and bool(self.is_available())
 
-    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, rht=None, axis=-1) -> QuantizedTensor:
+    #: ``fp4spec.quantize(..., seed=)`` hands the seed over: the kernels draw Philox bits in x's row-major order.
+    draws_philox = True
+
+    def quantize(self, x, scheme, *, rounding="rne", rbits=None, sr_bits=8, rht=None, axis=-1,
+                 seed=None) -> QuantizedTensor:
         """The kernels along x's last axis (or ``axis``: 0 of a 2-d x runs the columnwise
         kernels), on x's device: a QuantizedTensor of torch tensors whose 4-bit codes stay
         packed as the kernels store them (numpy x: on :attr:`device`, the result as numpy). A
         2-d x that is the transpose of a contiguous tensor (what ``fp4spec.quantize(x, axis=0)``
-        hands over) runs the columnwise kernels on that tensor, unmoved."""
+        hands over) runs the columnwise kernels on that tensor, unmoved. ``seed`` (``"sr"``
+        without rbits): the kernels draw ``fp4spec.draw_rbits(x.shape, sr_bits, seed,
+        method="philox")`` themselves, element i of x's row-major order (x as given)."""
         import torch
 
         from .. import torch_backend as tb
@@ -92,11 +101,13 @@ class TritonBackend(Backend):
         rht = resolve_rht(rht)
         rb = None if rbits is None else tb.as_torch(rbits, xt.device)
         ax = axis % max(xt.dim(), 1)
+        if seed is not None and ax != xt.dim() - 1:
+            raise ValueError("seed: the bits follow x's row-major order; give axis=-1 (the blocked axis last)")
         if ax != xt.dim() - 1:  # blocked along another axis: move it last (a view)
             xt = torch.movedim(xt, ax, -1)
             rb = None if rb is None else torch.movedim(rb.expand(x.shape), ax, -1)
         src, kernel_axis = xt, -1
-        if xt.dim() == 2 and xt.shape[0] > 1 and xt.stride() == (1, xt.shape[0]):
+        if xt.dim() == 2 and xt.shape[0] > 1 and xt.stride() == (1, xt.shape[0]) and seed is None:
             src, kernel_axis = xt.T, 0  # contiguous, blocked down its columns
             rb = None if rb is None else rb.T
         elif not xt.is_contiguous():
@@ -105,12 +116,16 @@ class TritonBackend(Backend):
             rb = rb.to(torch.int32).contiguous()  # < 2^24 (the kernels' sr_bits)
         with _on(src.device):
             out = quantize_packed(src, sch, axis=kernel_axis, rounding=rounding, rbits=rb, sr_bits=sr_bits,
-                                  rht=rht, config=self.config)
+                                  rht=rht, seed=seed, config=self.config)
         shape = tuple(xt.shape)  # blocked axis last
         packed = out["packed"].reshape(*shape[:-1], shape[-1] // 2)  # (M, N/2): the rows, blocked axis last
         scales = out["scales"].reshape(*shape[:-1], -1)
-        q = QuantizedTensor.from_moved(packed, scales, out["global_scale"], sch, ax, tuple(x.shape),
-                                       backend=self.name, rht=rht)
+        if ax == xt.dim() - 1:  # the kernels' layout (what fp4spec.quantize hands over): nothing to check
+            q = QuantizedTensor.from_kernel(packed, scales, out["global_scale"], sch, shape, backend=self.name,
+                                            rht=rht)
+        else:
+            q = QuantizedTensor.from_moved(packed, scales, out["global_scale"], sch, ax, tuple(x.shape),
+                                           backend=self.name, rht=rht)
         return q.to_numpy() if numpy_in else q
 
     def why_no_dequantize(self, scheme) -> str:
@@ -135,8 +150,9 @@ class TritonBackend(Backend):
         numpy_in = not q.is_torch
         qt = q.to_torch(self.device) if numpy_in else q
         nd = len(q.shape)
-        packed = torch.movedim(qt.storage, q.axis, -1)
-        scales = torch.movedim(qt.scales, q.axis, -1)
+        last = q.axis == nd - 1  # rowwise: nothing to move
+        packed = qt.storage if last else torch.movedim(qt.storage, q.axis, -1)
+        scales = qt.scales if last else torch.movedim(qt.scales, q.axis, -1)
         lead = packed.shape[:-1]
         p2 = packed.reshape(-1, packed.shape[-1])
         s2 = scales.reshape(p2.shape[0], -1)
@@ -144,7 +160,8 @@ class TritonBackend(Backend):
             p2, s2 = p2.contiguous(), s2.contiguous()
         with _on(p2.device):
             out = dequantize_packed(p2, s2, qt.global_scale, q.scheme, config=self.config)
-        out = torch.movedim(out.reshape(*lead, -1), -1, q.axis)
+        out = out.reshape(*lead, -1)
+        out = out if last else torch.movedim(out, -1, q.axis)
         out = out[tuple(slice(0, n) for n in q.shape)] if q.padded else out
         out = out if out.is_contiguous() or nd == 0 else out.contiguous()
         return np.ascontiguousarray(out.cpu().numpy()) if numpy_in else out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from functools import lru_cache
 from typing import Optional
 
 from fp4spec.block_schemes import Scheme
@@ -70,7 +71,7 @@ H200_FEATURES = GpuFeatures(hw_e4m3=True, hw_bf16x2=True, mma_arith=MMA_ARITHS[9
 
 
 def gpu_features(device=None) -> GpuFeatures:
-    """:class:`GpuFeatures` of ``device`` (default: CUDA device 0). The interpreter and the CPU
+    """:class:`GpuFeatures` of ``device`` (default: the current CUDA device; cached per device). The interpreter and the CPU
     have no inline PTX; the interpreter's dots run the sm90-bf16 model
     (:func:`.gemm.interpreter_model_dot`); other GPUs' MMAs round differently (Ampere fuses two
     halves of k, Blackwell is not measured)."""
@@ -80,9 +81,19 @@ def gpu_features(device=None) -> GpuFeatures:
         import torch
     except ImportError:  # pragma: no cover
         return GpuFeatures()
-    dev = torch.device("cuda" if device is None else device)
-    if dev.type != "cuda" or not torch.cuda.is_available():
+    dev = device if isinstance(device, torch.device) else torch.device("cuda" if device is None else device)
+    if dev.type != "cuda":
         return GpuFeatures()
+    if dev.index is not None:  # a tensor's device: every launch asks, so once per device
+        return _cuda_features(dev.index)
+    return _cuda_features(torch.cuda.current_device()) if torch.cuda.is_available() else GpuFeatures()
+
+
+@lru_cache(maxsize=None)
+def _cuda_features(index: int) -> GpuFeatures:
+    import torch
+
+    dev = torch.device("cuda", index)
     cc = torch.cuda.get_device_capability(dev)
     return GpuFeatures(hw_e4m3=cc >= (8, 9), hw_bf16x2=cc >= (9, 0), mma_arith=MMA_ARITHS.get(cc[0]),
                        sm_count=torch.cuda.get_device_properties(dev).multi_processor_count)

@@ -22,6 +22,7 @@ unfused    ``rht=`` of other shapes: the transform into a float32 temporary, the
 
 from __future__ import annotations
 
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -246,9 +247,7 @@ def dequantize_packed(packed, scales, global_scale, scheme, *, BM=None, BN=None,
     K = sch.block_size
     dev = packed.device
     vals = tables(sch.element.name, str(dev))[3]
-    g = torch.zeros(1, dtype=torch.float32, device=dev)
-    if global_scale is not None:
-        g[0] = global_scale if isinstance(global_scale, torch.Tensor) else tb.f32(global_scale)
+    g = _decode_scale(global_scale, dev)
     out = torch.empty((M, N), dtype=torch.float32, device=dev)
     mx = sch.structure == "mx"
     if variant not in (None, "rows", "tile"):
@@ -273,6 +272,23 @@ def dequantize_packed(packed, scales, global_scale, scheme, *, BM=None, BN=None,
 
 
 # -- constants and buffers --------------------------------------------------------------------------------------
+
+
+def _decode_scale(global_scale, dev):
+    """The dequantize kernels' one-element float32 tensor S_dec: the tensor scale as held (a
+    0-d float32 tensor on dev: a view, no copy), a number as float32, or 0 for MX (a cached
+    tensor: the kernels only read it)."""
+    if global_scale is None:
+        return _zero(str(dev))
+    if isinstance(global_scale, torch.Tensor) and global_scale.dtype == torch.float32 and global_scale.device == dev:
+        return global_scale.reshape(1)
+    return torch.as_tensor(global_scale if isinstance(global_scale, torch.Tensor) else tb.f32(global_scale),
+                           dtype=torch.float32).reshape(1).to(dev)
+
+
+@lru_cache(maxsize=None)
+def _zero(dev: str):
+    return torch.zeros(1, dtype=torch.float32, device=dev)
 
 
 def call_constants(p: Plan):

@@ -20,13 +20,13 @@ from fp4spec.block_schemes import Scheme
 from fp4spec.quantized import QuantizedTensor, _max_value
 from fp4spec.rounding import DEFAULT_SR_BITS
 
-from .plan import _CLEARED_WITH_PLANS, AUTO, array_kind, backend_kind, backend_object, plan_quantize
+from .plan import _CLEARED_WITH_PLANS, AUTO, array_kind, backend_kind, backend_object, check_seed_request, plan_quantize
 
 #: The order ``dequantize(backend="auto")`` tries for torch fields (triton on CUDA devices only).
 DEQUANTIZE_ORDER = ("triton", "torch")
 
 
-def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne", rbits=None,
+def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne", rbits=None, seed=None,
              sr_bits: int = DEFAULT_SR_BITS, pad: bool = False, backend="auto", rht=None,
              check_rbits: bool = True, **overrides) -> QuantizedTensor:
     """Quantize x with a block-scaling scheme.
@@ -43,6 +43,13 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
             ``"rdn"``, ``"rto"`` or ``"sr"``. Scales are always computed as the scheme says.
         rbits: for ``"sr"``: one random integer in [0, 2**sr_bits) per element,
             broadcastable to x (see :func:`fp4spec.draw_rbits`); numpy or torch.
+        seed: for ``"sr"`` instead of ``rbits``: an integer in [-2**63, 2**64); the bits are
+            ``draw_rbits(x.shape, sr_bits, seed, method="philox")`` (Philox4x32-10, element i
+            of x's row-major order). The triton backend draws them on the device inside the
+            kernel (rowwise, unpadded x, sr_bits <= 24; otherwise, and on other backends, they
+            are drawn by :func:`fp4spec.draw_rbits` and passed as rbits): the same codes
+            everywhere, and a device run replays on the CPU. (``encode``'s ``seed`` draws
+            numpy's generator instead.)
         sr_bits: random bits per element for ``"sr"`` (default 8, as Blackwell ``cvt.rs``).
         pad: pad the blocked axis (and for tiles the axis before it) with zeros to whole
             blocks instead of raising ValueError.
@@ -98,9 +105,12 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
     steps 1-2's checks, the backend; cached per request) and x goes to the chosen backend's
     ``quantize``, the method ``fp4spec conform --backend`` certifies.
     """
-    plan = plan_quantize(x, scheme, overrides, axis=axis, rounding=rounding, rbits_given=rbits is not None,
-                         sr_bits=sr_bits, pad=pad, rht=rht, backend=backend)
-    return plan.run(x, rbits, check_rbits=check_rbits)
+    if seed is not None:
+        check_seed_request(seed, rbits, rounding)
+    plan = plan_quantize(x, scheme, overrides, axis=axis, rounding=rounding,
+                         rbits_given=rbits is not None or seed is not None, sr_bits=sr_bits, pad=pad, rht=rht,
+                         backend=backend)
+    return plan.run(x, rbits, seed=seed, check_rbits=check_rbits)
 
 
 def dequantize(q: QuantizedTensor, *, backend=AUTO):

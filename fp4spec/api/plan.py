@@ -186,6 +186,22 @@ def _check_sr_bits(sr_bits) -> None:
         raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")
 
 
+def check_seed_request(seed, rbits, rounding) -> None:
+    """ValueError unless ``seed`` (given) is an integer in [-2**63, 2**64) for ``rounding="sr"``
+    without ``rbits``."""
+    from fp4spec.philox import check_seed
+
+    if rbits is not None:
+        raise ValueError("seed: give rbits (explicit bits) or seed (Philox-drawn bits), not both")
+    if rounding != "sr":
+        raise ValueError(f"seed: only used with rounding='sr', not {rounding!r}")
+    check_seed(seed)
+
+
+#: The largest sr_bits a backend that draws Philox bits itself (``Backend.draws_philox``) must take.
+PHILOX_DEVICE_SR_BITS = 24
+
+
 def check_rht_length(n: int, rht: RHT, axis) -> None:
     """ValueError unless the (padded) length ``n`` along the blocked axis is a multiple of the RHT size."""
     if n % rht.size:
@@ -213,12 +229,29 @@ class QuantizePlan:
     def kind(self) -> str:
         return backend_kind(self.backend)
 
-    def run(self, x, rbits=None, *, check_rbits: bool = True) -> QuantizedTensor:
+    def draws_seed(self) -> bool:
+        """True if the backend draws ``seed``'s Philox bits itself for this request: it says so
+        (``draws_philox``), the blocked axis is x's last and nothing is padded (so the
+        prepared x's row-major order is x's), and sr_bits <= 24."""
+        lay = self.layout
+        return (bool(getattr(self.backend, "draws_philox", False)) and lay.axis == len(lay.shape) - 1
+                and not lay.is_padded and self.sr_bits <= PHILOX_DEVICE_SR_BITS)
+
+    def run(self, x, rbits=None, *, seed=None, check_rbits: bool = True) -> QuantizedTensor:
         """Prepare x for the backend's array kind (converted at this edge if x is of another),
         call ``backend.quantize`` on the prepared x (blocked axis last, padded), and label the
-        result with x's axis and shape (a view: nothing is copied)."""
+        result with x's axis and shape (a view: nothing is copied). ``seed``: Philox bits,
+        drawn by the backend (:meth:`draws_seed`) or here as ``rbits``."""
         kind_in, b = array_kind(x), self.backend
         device = x.device if kind_in == "torch" else None
+        kw = {} if self.rht is None else {"rht": self.rht}  # backends without an RHT need not take the keyword
+        if seed is not None:
+            if self.draws_seed():
+                kw["seed"] = seed
+            else:
+                from fp4spec.philox import philox_rbits
+
+                rbits, check_rbits = philox_rbits(seed, self.layout.shape, self.sr_bits), False  # in range
         if self.kind != kind_in:
             x = _to_kind(x, self.kind, b)
             rbits = None if rbits is None else _to_kind(rbits, self.kind, b)
@@ -230,7 +263,6 @@ class QuantizePlan:
             keep = getattr(b, "reads_16bit", False) and self.rht is None and self.scheme.structure != "hif4"
             prep = prepare_arrays(np.asarray(x), self.layout, rbits, self.sr_bits, keep_16bit=keep)
             xp, rp = prep.x, prep.rbits
-        kw = {} if self.rht is None else {"rht": self.rht}  # backends without an RHT need not take the keyword
         q = b.quantize(xp, self.scheme, rounding=self.rounding, rbits=rp, sr_bits=self.sr_bits, **kw)
         if not isinstance(q, QuantizedTensor):
             raise TypeError(f"backend: {b.name!r}.quantize returned {type(q).__name__}, not a QuantizedTensor")
@@ -306,5 +338,6 @@ def _make_plan(scheme, overrides, shape, dtype, dev, empty, axis, rounding, rbit
     return QuantizePlan(sch, mode, int(sr_bits), r, layout, b, label)
 
 
-__all__ = ["AUTO", "AUTO_ORDER", "QuantizePlan", "array_kind", "backend_object", "check_rht_length",
+__all__ = ["AUTO", "AUTO_ORDER", "PHILOX_DEVICE_SR_BITS", "QuantizePlan", "array_kind", "backend_object",
+           "check_rht_length", "check_seed_request",
            "clear_plan_cache", "plan_quantize", "select_backend", "unsupported_reason"]
