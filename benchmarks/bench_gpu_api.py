@@ -159,6 +159,31 @@ def bench_host(rows):
             log(f"host {label} {scheme}: {t_host * 1e6:.0f} us per call")
 
 
+def bench_graph_host(rows):
+    """The host time of a captured quantize + dequantize (torch.cuda.graph), per replay: what
+    a training step captured whole pays instead of the eager calls' launches."""
+    x = torch.randn(16, 64, device="cuda", dtype=torch.bfloat16)
+    for scheme in ("nvfp4", "mxfp4"):
+        for _ in range(3):
+            fp4spec.dequantize(fp4spec.quantize(x, scheme))
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fp4spec.dequantize(fp4spec.quantize(x, scheme))
+        for _ in range(20):
+            g.replay()
+        torch.cuda.synchronize()
+        n = 200
+        t0 = time.perf_counter()
+        for _ in range(n):
+            g.replay()
+        t_host = (time.perf_counter() - t0) / n
+        torch.cuda.synchronize()
+        rows.append((f"host: quantize + dequantize {scheme} 16x64, one CUDA graph replay", "triton", t_host, "", "",
+                     ""))
+        log(f"host graph replay {scheme}: {t_host * 1e6:.0f} us per quantize + dequantize")
+
+
 def bench_torchao(x, iters, rows):
     try:
         from torchao.prototype.mx_formats.mx_tensor import to_mx
@@ -210,6 +235,7 @@ def main():
         bench_linear(args.iters, rows)
     if "host" in only:
         bench_host(rows)
+        bench_graph_host(rows)
     print()
     print("| call | backend | ms | vs baseline | kernels alone (call / kernels) | check |")
     print("|---|---|---:|---|---|---|")

@@ -3,7 +3,9 @@
 * :mod:`.elements` -- ``encode``, ``decode``, ``draw_rbits`` (element conversion);
 * :mod:`.plan` -- a quantize request resolved once into a :class:`~.plan.QuantizePlan`, and the
   choice of backend (``select_backend``);
-* :mod:`.block_scaling` -- ``quantize``, ``dequantize``;
+* :mod:`.eager` -- their eager bodies (the plan, one backend method);
+* :mod:`.block_scaling` -- ``quantize``, ``dequantize`` (under ``torch.compile``: the custom
+  operators of :mod:`.torch_library`, imported on first use while compiling);
 * :mod:`.gemm` -- ``matmul``.
 
 Every call goes to one method of one backend (:class:`fp4spec.backends.Backend`), the method

@@ -9,21 +9,15 @@ backend); ``backend=`` names one explicitly (docs/backends.md).
 
 from __future__ import annotations
 
-import functools
-import importlib.util
+import sys
 
-import numpy as np
-
-from fp4spec.backends import BackendError
-from fp4spec.backends.registry import as_availability
 from fp4spec.block_schemes import Scheme
-from fp4spec.quantized import QuantizedTensor, _max_value
+from fp4spec.quantized import QuantizedTensor
 from fp4spec.rounding import DEFAULT_SR_BITS
 
-from .plan import _CLEARED_WITH_PLANS, AUTO, array_kind, backend_kind, backend_object, check_seed_request, plan_quantize
+from .eager import DEQUANTIZE_ORDER, dequantize_eager, quantize_eager
+from .plan import AUTO
 
-#: The order ``dequantize(backend="auto")`` tries for torch fields (triton on CUDA devices only).
-DEQUANTIZE_ORDER = ("triton", "torch")
 
 
 def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne", rbits=None, seed=None,
@@ -105,12 +99,15 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
     steps 1-2's checks, the backend; cached per request) and x goes to the chosen backend's
     ``quantize``, the method ``fp4spec conform --backend`` certifies.
     """
-    if seed is not None:
-        check_seed_request(seed, rbits, rounding)
-    plan = plan_quantize(x, scheme, overrides, axis=axis, rounding=rounding,
-                         rbits_given=rbits is not None or seed is not None, sr_bits=sr_bits, pad=pad, rht=rht,
-                         backend=backend)
-    return plan.run(x, rbits, seed=seed, check_rbits=check_rbits)
+    if seed is None and not overrides and _compiling(x):
+        from .torch_library import compiled_quantize
+
+        q = compiled_quantize(x, scheme, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, pad=pad, rht=rht,
+                              backend=backend)
+        if q is not None:
+            return q
+    return quantize_eager(x, scheme, overrides, axis=axis, rounding=rounding, rbits=rbits, seed=seed, sr_bits=sr_bits,
+                          pad=pad, rht=rht, backend=backend, check_rbits=check_rbits)
 
 
 def dequantize(q: QuantizedTensor, *, backend=AUTO):
@@ -133,87 +130,18 @@ def dequantize(q: QuantizedTensor, *, backend=AUTO):
     """
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
-    _check_scale_codes(q)
-    b = _dequantize_backend(q, backend)
-    out = b.dequantize(q if backend_kind(b) == array_kind(q.data) else _as_kind(q, backend_kind(b), b))
-    if array_kind(out) != array_kind(q.data):
-        out = _to_torch(out, q.device) if q.is_torch else _to_numpy_values(out)
-    return out
+    if isinstance(backend, str) and q.scheme.structure != "hif4" and _compiling(q.data):
+        from .torch_library import compiled_dequantize
+
+        return compiled_dequantize(q, backend)
+    return dequantize_eager(q, backend)
 
 
-def _dequantize_backend(q: QuantizedTensor, backend):
-    """``backend="auto"``: numpy fields -> the emulator; torch fields -> the first of triton
-    (CUDA only), torch, numpy that dequantizes the scheme (``Backend.dequantize_reason``)."""
-    if not (isinstance(backend, str) and backend == AUTO):
-        b = backend_object(backend)
-        reason = _dequantize_refusal(b, q.scheme)
-        if reason:
-            raise BackendError(f"backend: {b.name!r} cannot dequantize {q.scheme.name}: {reason}")
-        return b
-    if not q.is_torch:
-        return backend_object("numpy")
-    return backend_object(auto_dequantize_backend(q.scheme, q.device.type))
-
-
-@functools.lru_cache(maxsize=256)
-def auto_dequantize_backend(scheme: Scheme, device_type: str) -> str:
-    """The backend name ``dequantize(backend="auto")`` takes for torch fields of ``scheme`` on
-    ``device_type`` (cached: :func:`fp4spec.api.plan.clear_plan_cache` forgets it)."""
-    for name in DEQUANTIZE_ORDER:
-        if name == "triton" and device_type != "cuda":
-            continue
-        if importlib.util.find_spec(name) is None:
-            continue
-        if not _dequantize_refusal(backend_object(name), scheme):
-            return name
-    return "numpy"
-
-
-_CLEARED_WITH_PLANS.append(auto_dequantize_backend)
-
-
-def _dequantize_refusal(b, scheme: Scheme) -> str:
-    if not as_availability(b.is_available()):
-        return "not available here"
-    check = getattr(b, "why_no_dequantize", None)
-    if callable(check):
-        return check(scheme)
-    caps = b.capabilities()
-    if not caps.supports("dequantize"):
-        return "it does not claim dequantize"
-    return "" if caps.supports_scheme(scheme) else f"scheme {scheme.name!r} is not among its capabilities"
-
-
-def _as_kind(q: QuantizedTensor, kind: str, b) -> QuantizedTensor:
-    return q.to_torch(getattr(b, "device", "cpu")) if kind == "torch" else q.to_numpy()
-
-
-def _to_torch(a, device):
-    from fp4spec.backends.torch_ops import as_torch
-
-    return as_torch(np.asarray(a, np.float32), device)
-
-
-def _to_numpy_values(a):
-    from fp4spec.backends.torch_ops import to_numpy
-
-    return np.ascontiguousarray(to_numpy(a), np.float32)
-
-
-def _check_scale_codes(q: QuantizedTensor) -> None:
-    """Scale bytes beyond the scale format's codes (UE4M3 has 7 bits; a float8_e4m3fn byte with
-    its sign bit set is not one) cannot be dequantized: a ValueError naming them. A
-    QuantizedTensor keeps such bytes (what a GEMM makes of them is its accumulator model's
-    ``ue4m3_sign_bit`` policy)."""
-    top = (1 << q.scheme.scale.bits) - 1
-    m = _max_value(q.scales)
-    if m is not None and m > top:
-        why = ""
-        if q.scheme.scale.name == "ue4m3":
-            why = (" (bit 7 of a float8_e4m3fn byte is its sign; what fp4spec.matmul makes of it is its accumulator "
-                   "model's policy, ue4m3_sign_bit)")
-        raise ValueError(f"scales: {q.scheme.scale.name} scale codes are {q.scheme.scale.bits}-bit (0..{top:#x}); "
-                         f"found {m:#x}, which dequantize cannot decode{why}")
+def _compiling(x) -> bool:
+    """True while torch.compile traces a call on torch tensors: the custom operators of
+    :mod:`.torch_library` then stand for the call (one graph, no break)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor) and torch.compiler.is_compiling()
 
 
 __all__ = ["DEQUANTIZE_ORDER", "dequantize", "quantize"]

@@ -258,8 +258,10 @@ class Linear(torch.nn.Linear):
     torch.distributed is initialized). ``on_operand``: None or a callable receiving an
     :class:`OperandRecord` for every quantized operand (tests, audits).
 
-    Under ``torch.compile`` the quantized GEMMs run eagerly (a graph break, fullgraph=False):
-    ``fp4spec.quantize`` is not a registered custom op yet.
+    Under ``torch.compile`` the quantized GEMMs run eagerly (``torch.compiler.disable``: a
+    graph break, fullgraph=False): the SR bits' generator and the per-call counter are host
+    state. ``fp4spec.quantize`` / ``dequantize`` themselves compile as custom operators
+    (:mod:`fp4spec.api.torch_library`); a layer traced whole is future work.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,

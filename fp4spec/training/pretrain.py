@@ -368,7 +368,9 @@ def _train(args, d: Dist) -> int:
                    "tokens_per_s": statistics.median(hist["speed"]) if hist["speed"] else None,
                    "backends": {k: sorted(v) for k, v in backends.items()}, "elapsed_s": hist["elapsed"], "calls": hist["calls"], "parallel": args.parallel if d.world > 1
                    else None, "corpus": corpus.info(), "machine": _machine(d), "args": vars(args)}
-        done.write_text(json.dumps(results, indent=1))
+        part = done.with_suffix(".json.part")  # other ranks may read it: they see the old file or the whole new one
+        part.write_text(json.dumps(results, indent=1))
+        os.replace(part, done)
         print(f"{'paused' if paused else 'completed'} at step {step}/{total}"
               + ("" if paused else f": final val loss {final:.4f}"), flush=True)
     return PAUSED if paused else 0
