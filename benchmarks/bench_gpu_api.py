@@ -139,6 +139,16 @@ def bench_linear(iters, rows):
     t = event_time(fake_quant, iters)
     rows.append(("fake-quant linear nvfp4 8192x4096x4096", "auto", t, f"{t / t_bf16:.2f}x bf16", "", ""))
     log(f"fake-quant linear: {t * 1e3:.3f} ms, {t / t_bf16:.2f}x the bf16 matmul")
+    ref = fake_quant()
+    for mode in ("default", "reduce-overhead"):  # one graph (the custom operators); CUDA graphs
+        f = torch.compile(fake_quant, fullgraph=True, mode=mode)
+        for _ in range(3):
+            out = f()
+        t = event_time(f, iters)
+        same = torch.equal(out, ref)
+        rows.append((f"fake-quant linear, torch.compile mode={mode}", "auto", t, f"{t / t_bf16:.2f}x bf16", "",
+                     "ok" if same else "DIFFERS"))
+        log(f"fake-quant linear compiled ({mode}): {t * 1e3:.3f} ms, {t / t_bf16:.2f}x bf16, {'ok' if same else 'DIFFERS'}")
 
 
 def bench_host(rows):
