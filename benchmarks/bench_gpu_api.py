@@ -1,6 +1,6 @@
 """The public calls on the GPU, as users call them, against baselines timed in the same run.
 
-    python benchmarks/bench_gpu_api.py [--n 16384] [--gemm 8192] [--iters 20] [--only quant,deq,gemm,host,linear]
+    python benchmarks/bench_gpu_api.py [--n 16384] [--gemm 8192] [--iters 20] [--only quant,deq,gemm,host,linear,torchao,memory]
 
 Times ``fp4spec.quantize`` (every scheme the GPU backends take, rowwise and ``axis=0``, ``rht="te"``,
 ``pad=True``, SR with given bits and with a seed), ``fp4spec.dequantize`` (nvfp4 and mxfp4 to float32),
@@ -103,6 +103,38 @@ def bench_deq(x, iters, t_copy, rows):
         rows.append((f"dequantize {scheme} -> fp32", "auto", t,
                      f"{moved / t / (2 * x.numel() * x.element_size() / t_copy):.0%}", "", ""))
         log(f"dequantize {scheme}: {t * 1e3:.3f} ms")
+
+
+def peak_extra_bytes(fn) -> tuple:
+    """(peak bytes the call allocated beyond what it returns, bytes it returns): the
+    temporaries, from torch's caching allocator (memory already held is not counted)."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    kept = torch.cuda.memory_allocated() - base
+    return torch.cuda.max_memory_allocated() - base - kept, kept, out
+
+
+def bench_memory(x, rows):
+    """Peak temporaries per public call on the 16384^2 bf16 x (the issue: none full-size)."""
+    calls = [(label, scheme, kw) for label, scheme, kw in QUANT if "cols" not in kw and kw.get("rounding") != "sr"]
+    calls.append(("nvfp4 sr (seed)", "nvfp4", {"rounding": "sr", "seed": 5}))
+    full = x.numel() * x.element_size()
+    for label, scheme, kw in calls:
+        try:
+            extra, kept, _ = peak_extra_bytes(lambda: fp4spec.quantize(x, scheme, **kw))
+        except Exception as exc:  # noqa: BLE001
+            log(f"memory {label}: {type(exc).__name__}: {str(exc)[:100]}")
+            continue
+        rows.append((f"memory: quantize {label}", "auto", 0.0, f"temporaries {extra / 2**20:.1f} MiB "
+                     f"({extra / full:.2f}x x's bytes), output {kept / 2**20:.1f} MiB", "", ""))
+        log(f"memory {label}: temporaries {extra / 2**20:.1f} MiB, output {kept / 2**20:.1f} MiB")
+    q = fp4spec.quantize(x, "nvfp4")
+    extra, kept, _ = peak_extra_bytes(lambda: fp4spec.dequantize(q))
+    rows.append(("memory: dequantize nvfp4", "auto", 0.0, f"temporaries {extra / 2**20:.1f} MiB, output "
+                 f"{kept / 2**20:.1f} MiB", "", ""))
 
 
 def bench_gemm(n, iters, rows):
@@ -225,7 +257,7 @@ def main():
     ap.add_argument("--n", type=int, default=16384)
     ap.add_argument("--gemm", type=int, default=8192)
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--only", default="quant,deq,gemm,host,linear,torchao")
+    ap.add_argument("--only", default="quant,deq,gemm,host,linear,torchao,memory")
     args = ap.parse_args()
     only = set(args.only.split(","))
     log(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, fp4spec {fp4spec.__version__}")
@@ -246,11 +278,13 @@ def main():
     if "host" in only:
         bench_host(rows)
         bench_graph_host(rows)
+    if "memory" in only:
+        bench_memory(x, rows)
     print()
     print("| call | backend | ms | vs baseline | kernels alone (call / kernels) | check |")
     print("|---|---|---:|---|---|---|")
     for label, backend, t, rel, kern, ok in rows:
-        ms = f"{t * 1e3:.3f}" if t >= 1e-4 else f"{t * 1e6:.0f} us"
+        ms = "" if t == 0 else f"{t * 1e3:.3f}" if t >= 1e-4 else f"{t * 1e6:.0f} us"
         print(f"| {label} | {backend} | {ms} | {rel} | {kern} | {ok} |")
     sys.exit(1 if bad else 0)
 

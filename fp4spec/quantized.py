@@ -471,8 +471,17 @@ class QuantizedTensor:
         return self.scales.shape[self.axis]
 
     @property
+    def padded_shape(self) -> tuple:
+        """The shape of the codes one per element (x's shape padded to whole blocks), without
+        unpacking them."""
+        shape = tuple(self.data.shape)
+        if not self.is_packed:
+            return shape
+        return shape[:self.axis] + (2 * shape[self.axis],) + shape[self.axis + 1:]
+
+    @property
     def padded(self) -> bool:
-        return tuple(self.codes.shape) != self.shape
+        return self.padded_shape != self.shape
 
     def pack(self, order: str = "lo_first"):
         """Pack the codes for storage along the blocked axis (numpy in, numpy out; torch

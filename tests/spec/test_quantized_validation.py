@@ -154,3 +154,17 @@ def test_decode_of_arbitrary_bytes(fmt, dtype, data):
         assert str(exc).startswith("codes:"), exc
         return
     assert values.shape == codes.shape
+
+
+def test_padded_does_not_unpack():
+    """``padded`` reads the stored shape: it must not unpack (and cache) the codes, a full-size
+    temporary per dequantize of packed device tensors."""
+    import fp4spec
+
+    x = np.ones((4, 40), np.float32)
+    q = fp4spec.quantize(x, "nvfp4", pad=True)
+    packed = QuantizedTensor(q.storage, q.scales, q.global_scale, q.scheme, q.axis, q.shape)
+    assert packed.is_packed and packed.padded and packed.padded_shape == (4, 48)
+    assert packed._codes is None
+    full = fp4spec.quantize(np.ones((4, 32), np.float32), "nvfp4")
+    assert not full.padded and full.padded_shape == (4, 32)
