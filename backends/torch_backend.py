@@ -275,6 +275,45 @@ def check_dequantize(scheme: Scheme):
                                   f"MX, two-level and HiF4 schemes)")
 
 
+#: Elements per chunk of :func:`quantize_in_row_chunks`: its float32/int64/float64 steps hold about
+#: 25 bytes per element at their peak, so a chunk's temporaries stay near 200 MiB.
+CHUNK_ELEMENTS = 1 << 23
+
+
+def row_local(scheme: Scheme) -> bool:
+    """True if each row of blocks quantizes on its own: no tensor scale, 1 x k blocks (MX, HiF4)."""
+    return scheme.global_scale is None and scheme.tile_rows == 1
+
+
+def quantize_in_row_chunks(x, scheme: Scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, rht=None,
+                           chunk_elements: int | None = None):
+    """:func:`quantize_tensors` of a row-local scheme (:func:`row_local`) a chunk of rows at a
+    time (rows: everything but the blocked axis), concatenated: the same codes, with
+    temporaries bounded by the chunk instead of growing with x (22-25x x's bytes for MX-FP8 and
+    HiF4 unchunked)."""
+    torch = _torch()
+    xm = torch.movedim(as_torch(x), axis, -1)
+    lead, n = xm.shape[:-1], xm.shape[-1]
+    rows = xm.reshape(-1, n)
+    rb = None
+    if rbits is not None:
+        if not isinstance(rbits, torch.Tensor):
+            from fp4spec.rounding import check_rbits
+
+            rbits = check_rbits(rbits, tuple(x.shape), sr_bits)
+        rb = torch.movedim(as_torch(rbits, x.device).expand(x.shape), axis, -1).reshape(-1, n)
+    step = max(1, (chunk_elements or CHUNK_ELEMENTS) // max(n, 1))
+    parts = [quantize_tensors(rows[i:i + step], scheme, rounding=rounding, sr_bits=sr_bits, rht=rht,
+                              rbits=None if rb is None else rb[i:i + step])
+             for i in range(0, rows.shape[0], step)]
+    out = {"global_scale": None, "scheme": scheme}
+    for f in ("codes", "scales", "e1_8", "e1_16"):
+        if parts[0].get(f) is not None:
+            whole = torch.cat([p[f] for p in parts], dim=0)
+            out[f] = whole.reshape(*lead, *whole.shape[1:])
+    return out
+
+
 def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, rht=None, **overrides):
     """Quantize a torch tensor on its device: dict of ``codes`` (uint8, blocked axis last),
     ``scales`` (uint8, (..., n_blocks)), ``global_scale`` (0-d float32 tensor or None); for
@@ -409,7 +448,10 @@ class TorchBackend(_Base):
         xt = as_torch(x, self.device) if numpy_in else x
         sch = resolve_scheme(scheme)
         rht = resolve_rht(rht)
-        out = quantize_tensors(xt, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, rht=rht)
+        if row_local(sch) and xt.dim() >= 1 and xt.numel() > CHUNK_ELEMENTS:
+            out = quantize_in_row_chunks(xt, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, rht=rht)
+        else:
+            out = quantize_tensors(xt, sch, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, rht=rht)
         e1 = {f: out[f] for f in ("e1_8", "e1_16") if out.get(f) is not None}
         q = QuantizedTensor.from_moved(out["codes"], out["scales"], out["global_scale"], sch, axis % xt.dim(),
                                        tuple(xt.shape), backend=self.name, rht=rht, **e1)
