@@ -251,6 +251,8 @@ def check_request(scheme: Scheme, rounding: str):
         if rounding != "rne":
             raise NotImplementedError(f"{scheme.name}: rounding {rounding!r} (HiF4 rounds its elements as its "
                                       f"golden model does: 'rne' only)")
+    elif scheme.structure == "if4":
+        pass  # every rounding on both candidates, as the emulator (backends/torch_if4.py)
     elif scheme.structure == "mx":
         if scheme.element.bits > 8:
             raise NotImplementedError(f"{scheme.name}: element {scheme.element.name!r} (codes must fit in a byte)")
@@ -269,10 +271,10 @@ SR_BITS = (1, 24)
 
 def check_dequantize(scheme: Scheme):
     """NotImplementedError unless :func:`dequantize_tensors` handles the scheme: every MX and
-    two-level scheme (any element format, either dequantize order) and HiF4."""
-    if scheme.structure not in ("mx", "two_level", "hif4"):
+    two-level scheme (any element format, either dequantize order), HiF4 and IF4."""
+    if scheme.structure not in ("mx", "two_level", "hif4", "if4"):
         raise NotImplementedError(f"{scheme.name}: structure {scheme.structure!r} (torch backend dequantizes "
-                                  f"MX, two-level and HiF4 schemes)")
+                                  f"MX, two-level, HiF4 and IF4 schemes)")
 
 
 #: Elements per chunk of :func:`quantize_in_row_chunks`: its float32/int64/float64 steps hold about
@@ -350,6 +352,11 @@ def quantize_tensors(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=
         raise ValueError(f"rbits: only used with rounding='sr', not {rounding!r}")
     else:
         rb = None
+    if sch.structure == "if4":  # NaN/Inf raise, as the emulator
+        from .torch_if4 import quantize_if4
+
+        codes, scales, g = quantize_if4(xm.reshape(*xm.shape[:-1], -1, k), sch, rounding, rb, sr_bits)
+        return {"codes": codes.reshape(xm.shape), "scales": scales, "global_scale": g, "scheme": sch}
     if sch.structure == "hif4":  # rne only; arith float64, NaN/Inf raise: as fp4spec.quantize
         out = _gen.hif4_quantize(xm)
         return {"codes": out["codes"], "scales": out["scales"], "global_scale": None, "scheme": sch,
@@ -373,6 +380,10 @@ def dequantize_tensors(codes, scales, global_scale, scheme: Scheme, e1_8=None, e
         return _gen.hif4_dequantize(codes, scales, e1_8, e1_16)
     k = scheme.block_size
     cb = codes.reshape(*codes.shape[:-1], -1, k)
+    if scheme.structure == "if4":
+        from .torch_if4 import dequantize_if4
+
+        return dequantize_if4(cb, scales, global_scale).reshape(codes.shape)
     if scheme.structure == "mx":
         out = dequantize_mx_blocks(cb, scales, scheme)
     else:
@@ -417,7 +428,7 @@ class TorchBackend(_Base):
         from .base import Capabilities
 
         return Capabilities(
-            schemes=(*_gen.mx_scheme_specs(), "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4"),
+            schemes=(*_gen.mx_scheme_specs(), "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4", "if4"),
             rounding=ROUNDINGS,
             scheme_rounding={"hif4": ("rne",)},
             operations=("quantize", "dequantize", "encode"),

@@ -190,6 +190,25 @@ def tie_inputs(rng, targets: np.ndarray, m, scheme: Scheme, offsets: np.ndarray)
     return ulp_step(x, offsets)
 
 
+def if4_every_scale_code(rng) -> np.ndarray:
+    """IF4: one row of blocks, S_enc = 1 (a first block holding the amax 2688), then for each
+    UE4M3 code 1..126 a block whose scale is that code, its elements on E2M1 and INT4
+    midpoints of the scaled values, one float32 step beside them, and grid points."""
+    from fp4spec.number_formats import get_format
+
+    ue4m3 = get_format("ue4m3")
+    e2m1 = np.unique(np.abs(get_format("e2m1").values))
+    targets = np.concatenate([(e2m1[:-1] + e2m1[1:]) / 2, e2m1[1:], if4_int_targets(np.arange(0.5, 7, 0.5))])
+    rows = []
+    for code in range(1, 127):
+        s = np.float32(ue4m3.values[code])
+        t = rng.choice(targets, 15)
+        vals = (t * float(s)).astype(np.float32)
+        vals = ulp_step(vals, rng.choice([-1, 0, 0, 1], 15)) * np.where(rng.random(15) < 0.5, -1, 1)
+        rows.append(np.concatenate([[np.float32(6.0) * s], vals]).astype(np.float32))
+    return np.concatenate([np.array([[2688.0] + [0.0] * 15], np.float32), np.array(rows)]).reshape(1, -1)
+
+
 def if4_int_targets(targets: np.ndarray) -> np.ndarray:
     """IF4: float32 scaled values y whose INT4 value fp32(y * fp32(7/6)) is ``targets`` (or, where
     no y gives it exactly, nearest to it)."""

@@ -137,26 +137,10 @@ def test_error_sum_is_torch_cpu_sum():
 
 # -- scalar reference == emulator ------------------------------------------------------------------
 
-def _every_scale_code_blocks(rng) -> np.ndarray:
-    """For each UE4M3 code 1..126: a block whose scale is that code (S_enc = 1), elements on E2M1
-    and INT4 midpoints of the scaled values, one ulp beside, and grid points."""
-    ue4m3 = fp4spec.get_format("ue4m3")
-    e2m1 = np.unique(np.abs(fp4spec.get_format("e2m1").values))
-    targets = np.concatenate([(e2m1[:-1] + e2m1[1:]) / 2, e2m1[1:], builders.if4_int_targets(np.arange(0.5, 7, 0.5))])
-    rows = []
-    for code in range(1, 127):
-        s = F32(ue4m3.values[code])
-        t = rng.choice(targets, 15)
-        vals = (t * float(s)).astype(np.float32)
-        vals = builders.ulp_step(vals, rng.choice([-1, 0, 0, 1], 15)) * np.where(rng.random(15) < 0.5, -1, 1)
-        rows.append(np.concatenate([[F32(6.0) * s], vals]).astype(np.float32))
-    return np.concatenate([np.array([[2688.0] + [0.0] * 15], np.float32), np.array(rows)]).reshape(1, -1)
-
-
 @pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("rounding", ROUNDINGS)
 def test_every_scale_code_reference_equals_emulator(rule, rounding):
-    x = _every_scale_code_blocks(np.random.default_rng(5))
+    x = builders.if4_every_scale_code(np.random.default_rng(5))
     ref, emu = _both(x, rule, rounding)
     _assert_same(ref, emu)
     assert set(ref.scales.ravel() & 0x7F) == set(range(1, 127))
