@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw the random examples with hypothesis and shrink counterexamples (slower; needs "
                         "hypothesis)")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first departing row")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="run the rows in N processes, as tasks per scheme and rounding mode (the same "
+                        "rows and verdicts; for backends that compile kernels, e.g. triton, the compiles run side "
+                        "by side); default 1")
     p.add_argument("--report", metavar="FILE.json|FILE.md",
                    help="also write the full report, every row, as JSON or Markdown (checked before the run)")
     p.add_argument("--all", action="store_true", help="list every row (passing and skipped too), not only departures")
@@ -145,10 +149,22 @@ def main(argv=None) -> int:
             be = load_backend(args.backend)
             print(describe_claims(be, capabilities(be)))
             return 0
-        report = run(args.backend, schemes=args.scheme, rounding=args.rounding, properties=args.property,
-                     max_examples=n, seed=args.seed, shrink=args.shrink,
-                     progress=None if args.no_progress else StderrProgress(), accumulators=args.accumulator,
-                     matmul_max_examples=m, fail_fast=args.fail_fast)
+        if args.jobs != 1:
+            if args.jobs < 1:
+                return _error(f"jobs: {args.jobs} is not a positive number of processes")
+            if args.fail_fast:
+                return _error("fail-fast: not with --jobs (the tasks run at once; give --jobs 1)")
+            from .parallel import run_parallel
+
+            report = run_parallel(args.backend, args.jobs, schemes=args.scheme, rounding=args.rounding,
+                                  properties=args.property, max_examples=n, seed=args.seed, shrink=args.shrink,
+                                  accumulators=args.accumulator, matmul_max_examples=m,
+                                  progress=None if args.no_progress else sys.stderr)
+        else:
+            report = run(args.backend, schemes=args.scheme, rounding=args.rounding, properties=args.property,
+                         max_examples=n, seed=args.seed, shrink=args.shrink,
+                         progress=None if args.no_progress else StderrProgress(), accumulators=args.accumulator,
+                         matmul_max_examples=m, fail_fast=args.fail_fast)
     except BackendError as exc:
         return _error(str(exc))
     print(render_text(report, all_rows=args.all))
