@@ -34,6 +34,7 @@ from .torch_ops import (  # noqa: F401 -- re-exported: the torch backend's build
     _torch,
     abs_max,
     as_torch,
+    check_rbits_tensor,
     dequantize_mx_blocks,
     element_values,
     f32,
@@ -298,12 +299,9 @@ def quantize_in_row_chunks(x, scheme: Scheme, *, axis=-1, rounding="rne", rbits=
     lead, n = xm.shape[:-1], xm.shape[-1]
     rows = xm.reshape(-1, n)
     rb = None
-    if rbits is not None:
-        if not isinstance(rbits, torch.Tensor):
-            from fp4spec.rounding import check_rbits
-
-            rbits = check_rbits(rbits, tuple(x.shape), sr_bits)
-        rb = torch.movedim(as_torch(rbits, x.device).expand(x.shape), axis, -1).reshape(-1, n)
+    if rbits is not None:  # numpy bits checked here, torch bits by the caller (as quantize_tensors)
+        rb = check_rbits_tensor(rbits, tuple(x.shape), sr_bits, x.device, check=False)
+        rb = torch.movedim(rb, axis, -1).reshape(-1, n)
     step = max(1, (chunk_elements or CHUNK_ELEMENTS) // max(n, 1))
     parts = [quantize_tensors(rows[i:i + step], scheme, rounding=rounding, sr_bits=sr_bits, rht=rht,
                               rbits=None if rb is None else rb[i:i + step])

@@ -11,23 +11,22 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fp4spec import if4
 from fp4spec.if4 import E2M1, FP_MAX, INT4, INT_DOWN, INT_FLAG, INT_UP, SCALE_MAX, UE4M3, tensor_scales
 
 from .torch_generic import encode_elements
+from .torch_ops import F32_MAX, _const
 
-F32_MAX = float(np.finfo(np.float32).max)
 
-
-def _table(values, device):
-    return torch.tensor(np.asarray(values, np.float32), dtype=torch.float32, device=device)
+def _table(fmt, device):
+    return _const(np.asarray(fmt.values, np.float32), torch.float32, device)
 
 
 def check_finite(x) -> None:
-    """ValueError naming the first non-finite input, as the emulator (reads x on the host)."""
-    bad = ~torch.isfinite(x)
-    if bool(bad.any()):
-        i = tuple(int(v) for v in torch.nonzero(bad)[0])
-        raise ValueError(f"x: IF4 is defined for finite input; x{list(i)} is {float(x[i])} (the blocked axis last)")
+    """:func:`fp4spec.if4.check_finite`'s ValueError (x copied to the host only when it has a
+    non-finite value; one device read to find out)."""
+    if not bool(torch.isfinite(x).all()):
+        if4.check_finite(x.cpu().numpy())
 
 
 def block_scale_codes(vec_max, s_enc: np.float32):
@@ -75,10 +74,9 @@ def quantize_if4(blocks, scheme, rounding: str = "rne", rbits=None, sr_bits: int
     non-finite input read the device once each (the tensor scale is the emulator's host steps)."""
     dev = blocks.device
     check_finite(blocks.reshape(*blocks.shape[:-2], -1))  # named as x's element (blocked axis last)
-    amax_t = blocks.abs().amax() if blocks.numel() else torch.zeros((), device=dev)
-    amax, s_enc, s_dec = tensor_scales(np.float32(amax_t.item()))
-    scale_values = _table(UE4M3.values, dev)
     vec_max = blocks.abs().amax(dim=-1) if blocks.numel() else torch.zeros(blocks.shape[:-1], device=dev)
+    amax, s_enc, s_dec = tensor_scales(np.float32(vec_max.amax().item() if vec_max.numel() else 0.0))  # max of maxes
+    scale_values = _table(UE4M3, dev)
     code = block_scale_codes(vec_max, s_enc)
     s = scale_values[code.long()]
     y = blocks * multipliers(code, s_dec, scale_values).unsqueeze(-1)
@@ -86,8 +84,8 @@ def quantize_if4(blocks, scheme, rounding: str = "rne", rbits=None, sr_bits: int
     z = y * float(INT_UP)
     fp = encode_elements(y, E2M1, rounding, rbits, sr_bits)
     it = encode_elements(z, INT4, rounding, rbits, sr_bits)
-    err_fp = block_errors(blocks, _dequantized(_table(E2M1.values, dev)[fp.long()], s, amax, False), scheme.scale_rule)
-    err_int = block_errors(blocks, _dequantized(_table(INT4.values, dev)[it.long()], s, amax, True), scheme.scale_rule)
+    err_fp = block_errors(blocks, _dequantized(_table(E2M1, dev)[fp.long()], s, amax, False), scheme.scale_rule)
+    err_int = block_errors(blocks, _dequantized(_table(INT4, dev)[it.long()], s, amax, True), scheme.scale_rule)
     use_int = err_int < err_fp
     codes = torch.where(use_int.unsqueeze(-1), it, fp).to(torch.uint8)
     scales = torch.where(use_int, code | INT_FLAG, code).to(torch.uint8)
@@ -99,10 +97,10 @@ def dequantize_if4(codes, scale_bytes, global_scale):
     dev = codes.device
     b = scale_bytes.long()
     flag = (b & INT_FLAG) != 0
-    s = _table(UE4M3.values, dev)[b & 0x7F]
+    s = _table(UE4M3, dev)[b & 0x7F]
     m = torch.where(flag, s * float(INT_DOWN), s)
     c = codes.long()
-    q = torch.where(flag.unsqueeze(-1), _table(INT4.values, dev)[c], _table(E2M1.values, dev)[c])
+    q = torch.where(flag.unsqueeze(-1), _table(INT4, dev)[c], _table(E2M1, dev)[c])
     g = global_scale if isinstance(global_scale, torch.Tensor) else torch.tensor(float(np.float32(global_scale)))
     return (q * m.unsqueeze(-1)) * g.to(device=dev, dtype=torch.float32)
 

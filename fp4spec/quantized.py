@@ -194,9 +194,7 @@ def _check_arrays(q: "QuantizedTensor", scan: bool = True) -> None:
     padded = -(-shape[axis] // k) * k
     packed = sch.element.bits == 4 and data.shape[axis] * 2 == padded and data.shape[axis] != padded
     object.__setattr__(q, "is_packed", packed)
-    cshape = tuple(data.shape)
-    if packed:
-        cshape = cshape[:axis] + (padded,) + cshape[axis + 1:]
+    cshape = q.padded_shape
     cm, sm = _moved(cshape, axis), _moved(shape, axis)
     if sch.is_2d and nd < 2:
         raise ValueError(f"codes: scheme {sch.name!r} has {r} x {k} tiles and needs at least 2 dimensions")
@@ -568,10 +566,8 @@ class QuantizedTensor:
             extra += ", packed"
         if self.is_torch:
             extra += f", device={self.data.device}"
-        n = self.scales.shape[self.axis] * self.scheme.block_size
-        cshape = tuple(self.data.shape[:self.axis]) + (n,) + tuple(self.data.shape[self.axis + 1:])
         return (f"QuantizedTensor(scheme={self.scheme.name!r}, shape={self.shape}, axis={self.axis}, "
-                f"codes={cshape}, scales={tuple(self.scales.shape)}, global_scale={g}{extra})")
+                f"codes={self.padded_shape}, scales={tuple(self.scales.shape)}, global_scale={g}{extra})")
 
 
 def _pack_torch(codes, bits: int, element: str, order: str, axis: int):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from fp4spec.block_schemes import Scheme, get_scheme
-from fp4spec.quantized import QuantizedTensor
+from fp4spec.quantized import QuantizedTensor, _moved
 from fp4spec.rht import resolve_rht
 from fp4spec.scaling import input_layout
 from fp4spec.scheme_specs import scheme_spec
@@ -53,11 +53,15 @@ def _check_scheme(scheme_name: str):
     return sch
 
 
+def _quantized(x, scheme, axis, rounding, rbits, sr_bits, pad, rht, backend):
+    """The eager ``fp4spec.quantize`` both quantizing operators run (bits in range: not re-checked)."""
+    return quantize_eager(x, _check_scheme(scheme), {}, axis=axis, rounding=rounding, rbits=rbits, seed=None,
+                          sr_bits=sr_bits, pad=pad, rht=rht, backend=backend, check_rbits=False)
+
+
 def _fields(x, scheme, axis=-1, rounding="rne", rbits=None, sr_bits=8, pad=False, rht=None, backend="auto"):
-    sch = _check_scheme(scheme)
-    q = quantize_eager(x, sch, {}, axis=axis, rounding=rounding, rbits=rbits, seed=None, sr_bits=sr_bits, pad=pad,
-                       rht=rht, backend=backend, check_rbits=False)
-    data = q.storage if _packed(sch) else q.data
+    q = _quantized(x, scheme, axis, rounding, rbits, sr_bits, pad, rht, backend)
+    data = q.storage if _packed(q.scheme) else q.data
     ax = q.axis
     data, scales = data.movedim(ax, -1).contiguous(), q.scales.movedim(ax, -1).contiguous()
     g = q.global_scale if q.global_scale is not None else torch.zeros(1, dtype=torch.float32, device=x.device)
@@ -77,9 +81,7 @@ def _fake_fields(x, scheme, axis=-1, rounding="rne", rbits=None, sr_bits=8, pad=
 
 
 def _fake_quantize(x, scheme, axis=-1, rounding="rne", rbits=None, sr_bits=8, pad=False, rht=None, backend="auto"):
-    q = quantize_eager(x, _check_scheme(scheme), {}, axis=axis, rounding=rounding, rbits=rbits, seed=None,
-                       sr_bits=sr_bits, pad=pad, rht=rht, backend=backend, check_rbits=False)
-    out = dequantize_eager(q)
+    out = dequantize_eager(_quantized(x, scheme, axis, rounding, rbits, sr_bits, pad, rht, backend))
     return out if out.is_contiguous() else out.contiguous()
 
 
@@ -162,8 +164,7 @@ def compiled_dequantize(q, backend):
     data = q.storage.movedim(ax, -1).contiguous()
     scales = q.scales.movedim(ax, -1).contiguous()
     g = q.global_scale if q.global_scale is not None else data.new_zeros((), dtype=torch.float32)
-    moved = q.shape[:ax] + q.shape[ax + 1:] + (q.shape[ax],)
-    out = torch.ops.fp4spec.dequantize(data, scales, g, scheme_spec(q.scheme), list(moved), backend)
+    out = torch.ops.fp4spec.dequantize(data, scales, g, scheme_spec(q.scheme), list(_moved(q.shape, ax)), backend)
     return out if ax == nd - 1 else out.movedim(-1, ax)
 
 
