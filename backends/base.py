@@ -50,6 +50,11 @@ class BackendError(ValueError):
     """A backend cannot be found, loaded or used as asked (a usage error, not a departure)."""
 
 
+class HostFallbackWarning(UserWarning):
+    """Part of a device computation ran on the CPU (the emulator): the result is the same bits,
+    the time is the CPU's."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Availability:
     """Whether a backend can run here; truthy iff ``ok``. ``reason`` says why not (or what it runs on)."""
@@ -386,5 +391,5 @@ def iter_specs(items: Iterable) -> list[str]:
     return [scheme_spec(s) for s in items]
 
 
-__all__ = ["Availability", "Backend", "BackendError", "Capabilities", "OPERATIONS", "as_numpy", "check_rht_spec",
+__all__ = ["Availability", "Backend", "BackendError", "Capabilities", "HostFallbackWarning", "OPERATIONS", "as_numpy", "check_rht_spec",
            "iter_specs", "resolve_scheme", "scheme_spec"]

@@ -4,7 +4,8 @@
 
 Times ``fp4spec.quantize`` (every scheme the GPU backends take, rowwise and ``axis=0``, ``rht="te"``,
 ``pad=True``, SR with given bits and with a seed), ``fp4spec.dequantize`` (nvfp4 and mxfp4 to float32),
-``fp4spec.matmul`` of CUDA operands (``sm90-bf16``, 8192^3), the host overhead of a warm call on
+``fp4spec.matmul`` of CUDA operands (``sm90-bf16`` and the certified models, 8192^3; each result
+compared with the emulator on 64 x 64 sampled outputs), the host overhead of a warm call on
 a 16 x 64 tensor and a fake-quant linear ``dq(q(x)) @ dq(q(w)).T``, each with CUDA events
 around the public call (host work included), and prints:
 
@@ -137,24 +138,78 @@ def bench_memory(x, rows):
                  f"{kept / 2**20:.1f} MiB", "", ""))
 
 
-def bench_gemm(n, iters, rows):
+GEMM_MODELS = ("sm90-bf16", "sm100-mxf4nvf4", "sm100-mxf8f6f4", "exact", "fp32")
+
+
+def sampled_exact(qa, qb, model, out) -> bool:
+    """The device result equals the emulator on 64 sampled rows x 64 sampled columns."""
+    import numpy as np
+
+    from fp4spec.emulator.gemm import matmul_block
+    from fp4spec.matmul_operands import check_operands
+
+    na, nb = qa.to_numpy(), qb.to_numpy()
+    m = fp4spec.get_accumulator(model)
+    ops = check_operands(m, na, nb)
+    rng = np.random.default_rng(0)
+    rows = np.sort(rng.choice(qa.shape[0], 64, replace=False))
+    cols = np.sort(rng.choice(qb.shape[0], 64, replace=False))
+    want = matmul_block(na, nb, m, ops, rows, cols)
+    got = out[torch.as_tensor(rows, device=out.device)][:, torch.as_tensor(cols, device=out.device)].cpu().numpy()
+    return bool(np.array_equal(got.view(np.uint32), want.view(np.uint32)))
+
+
+def bench_gemm(n, iters, rows, models=GEMM_MODELS):
+    """fp4spec.matmul per scheme and model. The emulator fallback of uncertified tiles is
+    replaced by a count (an 8192^3 fallback would run for hours on the CPU): the timing is
+    the device's, and the tiles it would hand to the CPU are reported."""
+    from fp4spec.backends.triton import certify
+
+    uncertified = []
+    real_fill = certify.fill_uncertified
+
+    def count_only(out, cert, *args, **kw):
+        uncertified.append(int((cert.bad != 0).sum()))
+        return 0
+
+    certify.fill_uncertified = count_only
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     t_bf16 = event_time(lambda: a @ b.T, iters)
     flops = 2 * n ** 3
     rows.append((f"bf16 torch.matmul {n}^3", "-", t_bf16, f"{flops / t_bf16 / 1e12:.0f} TFLOP/s", "", ""))
-    for scheme in ("nvfp4", "mxfp4"):
-        qa, qb = fp4spec.quantize(a, scheme), fp4spec.quantize(b, scheme)
-        try:
-            t = event_time(lambda: fp4spec.matmul(qa, qb, accumulator="sm90-bf16"), max(3, iters // 4))
-        except Exception as exc:  # noqa: BLE001
-            log(f"matmul {scheme}: {type(exc).__name__}: {str(exc)[:160]}")
-            continue
-        out = fp4spec.matmul(qa, qb, accumulator="sm90-bf16")
-        rows.append((f"matmul {scheme} sm90-bf16 {n}^3", "triton" if out.is_cuda else "?", t,
-                     f"{t_bf16 / t:.0%} of bf16", "", ""))
-        log(f"matmul {scheme}: {t * 1e3:.2f} ms ({t_bf16 / t:.0%} of bf16)")
+    try:
+        for scheme in ("nvfp4", "mxfp4"):
+            qa, qb = fp4spec.quantize(a, scheme), fp4spec.quantize(b, scheme)
+            for model in models:
+                if model == "sm100-mxf8f6f4" and scheme != "mxfp4":
+                    continue
+                uncertified.clear()
+                try:
+                    out = fp4spec.matmul(qa, qb, accumulator=model)
+                except Exception as exc:  # noqa: BLE001
+                    log(f"matmul {scheme} {model}: {type(exc).__name__}: {str(exc)[:160]}")
+                    continue
+                bad = uncertified[0] if uncertified else 0
+                t = event_time(lambda: fp4spec.matmul(qa, qb, accumulator=model), max(3, iters // 4))
+                ok = bad == 0 and sampled_exact(qa, qb, model, out)
+                note = ("64x64 sampled == emulator" if ok else "DIFFERS") if bad == 0 else f"{bad} tiles uncertified"
+                rows.append((f"matmul {scheme} {model} {n}^3", "triton" if out.is_cuda else "?", t,
+                             f"{t_bf16 / t:.0%} of bf16", "", note))
+                log(f"matmul {scheme} {model}: {t * 1e3:.2f} ms ({t_bf16 / t:.0%} of bf16), {note}")
+        from fp4spec.backends.triton import gemm as G
+
+        qa, qb = fp4spec.quantize(a, "mxfp4"), fp4spec.quantize(b, "mxfp4")
+        for cfg in CERT_CONFIGS:  # the certified kernel's tile (its second accumulator costs registers)
+            t = event_time(lambda: G.matmul(qa, qb, accumulator="sm100-mxf4nvf4", config=cfg), max(3, iters // 4))
+            rows.append((f"  mxfp4 sm100-mxf4nvf4, config {cfg}", "triton", t, f"{t_bf16 / t:.0%} of bf16", "", ""))
+            log(f"mxfp4 sm100-mxf4nvf4 config {cfg}: {t * 1e3:.2f} ms ({t_bf16 / t:.0%} of bf16)")
+    finally:
+        certify.fill_uncertified = real_fill
     return t_bf16
+
+
+CERT_CONFIGS = ("prepass-128x128-w8", "prepass-128x128", "prepass-128x256", "hybrid-128x128")
 
 
 def bench_linear(iters, rows):
@@ -258,6 +313,7 @@ def main():
     ap.add_argument("--gemm", type=int, default=8192)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--only", default="quant,deq,gemm,host,linear,torchao,memory")
+    ap.add_argument("--gemm-models", default=",".join(GEMM_MODELS))
     args = ap.parse_args()
     only = set(args.only.split(","))
     log(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, fp4spec {fp4spec.__version__}")
@@ -272,7 +328,7 @@ def main():
     if "deq" in only:
         bench_deq(x, args.iters, t_copy, rows)
     if "gemm" in only:
-        bench_gemm(args.gemm, args.iters, rows)
+        bench_gemm(args.gemm, args.iters, rows, args.gemm_models.split(","))
     if "linear" in only:
         bench_linear(args.iters, rows)
     if "host" in only:

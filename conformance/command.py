@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "hypothesis)")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first departing row")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="run the rows in N processes, as tasks per scheme and rounding mode (the same "
+                   help="run the rows in N processes, as tasks per scheme, rounding mode and property (the same "
                         "rows and verdicts; for backends that compile kernels, e.g. triton, the compiles run side "
                         "by side); default 1")
     p.add_argument("--report", metavar="FILE.json|FILE.md",

@@ -2,8 +2,8 @@
 
 A backend that compiles kernels (Triton: one compile per constexpr variant and shape) spends
 most of a conformance run compiling, one compile at a time. Here the rows run as tasks -- per
-scheme, one per rounding mode and one for the scheme-wide rows; the backend-wide rows; the GEMM
-rows -- on a pool of N fresh processes (spawned: no inherited CUDA state); the compilers then run side by side, and Triton's on-disk cache is
+scheme, one per rounding mode and property and one for the scheme-wide rows; the backend-wide
+rows; the GEMM rows -- on a pool of N fresh processes (spawned: no inherited CUDA state); the compilers then run side by side, and Triton's on-disk cache is
 shared between them. Every row is seeded from the run seed and the row itself
 (:func:`.runner.row_seed`), so the rows are the same, with the same verdicts, as one process
 gives; only their order in the report (grouped by task), the timings and the shape counts
@@ -30,17 +30,18 @@ def _task(backend: str, kw: dict) -> Report:
 
 
 def _quantize_tasks(backend: str, schemes, rounding, props: list) -> list:
-    """(label, scheme spec, rounding list or None, properties) per task, in the plan's order:
-    a scheme's rounding-scope rows one task per rounding mode, its scheme-scope rows one more
-    (with the rounding modes as asked, so that they run at the same mode as in one process)."""
+    """(label, scheme spec, rounding list or None, properties) per task: a scheme's
+    rounding-scope rows one task per rounding mode and property, its scheme-scope rows one
+    more (with the rounding modes as asked, so that they run at the same mode as in one
+    process). Stochastic-rounding tasks first: on the Triton backend their kernels take the
+    longest to compile, and a pool runs the longest tasks best when they start first."""
     be, _avail, caps = open_backend(backend)
     sr_bits = 8 if 8 in caps.sr_bits else caps.sr_bits[0]
     items = plan(be, caps, schemes=schemes, rounding=rounding, properties=props, sr_bits=sr_bits)
     tasks = []
     for prop, target in items:
         if prop.scope == "rounding":
-            task = (f"{target.spec} {target.rounding}", target.spec, [target.rounding],
-                    [p for p in props if PROPERTIES[p].scope == "rounding"])
+            task = (f"{target.spec} {target.rounding} {prop.name}", target.spec, [target.rounding], [prop.name])
         elif prop.scope == "scheme":
             task = (f"{target.spec} (scheme rows)", target.spec, rounding,
                     [p for p in props if PROPERTIES[p].scope == "scheme"])
@@ -48,7 +49,7 @@ def _quantize_tasks(backend: str, schemes, rounding, props: list) -> list:
             continue
         if task[0] not in [t[0] for t in tasks]:
             tasks.append(task)
-    return tasks
+    return sorted(tasks, key=lambda t: t[2] != ["sr"])  # stable: the plan's order otherwise
 
 
 def run_parallel(backend: str, jobs: int, *, schemes=None, rounding=None, properties=None, max_examples: int,

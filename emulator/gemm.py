@@ -34,6 +34,10 @@ restricted to the outputs that need them. Small problems (below
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from fp4spec.accumulator_models import AccumulatorModel
 from fp4spec.matmul_operands import MatmulOperands
 
@@ -69,6 +73,14 @@ def matmul_emulated(qa, qb, model: AccumulatorModel, ops: MatmulOperands):
     return _MATMULS[model.algorithm](operand(qa, model), operand(qb, model), ops, model)
 
 
+def matmul_block(qa, qb, model: AccumulatorModel, ops: MatmulOperands, rows, cols):
+    """``matmul_emulated(...)[rows][:, cols]`` without computing the rest: every output depends
+    only on its row of A, its row of B, its c and g. ``rows``, ``cols``: integer index arrays."""
+    c = None if ops.c is None else np.asarray(ops.c)[np.ix_(rows, cols)]
+    sub = dataclasses.replace(ops, m=len(rows), n=len(cols), c=c)
+    return _MATMULS[model.algorithm](operand(qa, model, rows), operand(qb, model, cols), sub, model)
+
+
 __all__ = [
     "SENT",
     "Operand",
@@ -76,6 +88,7 @@ __all__ = [
     "decompose",
     "f32_terms",
     "fma32",
+    "matmul_block",
     "matmul_emulated",
     "matmul_exact",
     "matmul_fdpa",

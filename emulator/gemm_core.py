@@ -195,16 +195,16 @@ class Operand:
         return np.repeat(arr, self.block, axis=1)
 
 
-def operand(q, model: AccumulatorModel) -> Operand:
+def operand(q, model: AccumulatorModel, rows=None) -> Operand:
     """A 2-d QuantizedTensor blocked along its last axis, decoded: its own rows
     (``q.shape[0]``; rows that ``quantize(pad=True)`` added to fill 2-d tiles are not part of
-    the operand) by the stored, padded K; scale bytes as ``model``'s datapath reads them
-    (:func:`fp4spec.matmul_operands.datapath_scale_codes`)."""
+    the operand), or those of the index array ``rows``, by the stored, padded K; scale bytes
+    as ``model``'s datapath reads them (:func:`fp4spec.matmul_operands.datapath_scale_codes`)."""
     sch = q.scheme
     m = q.moved()
-    rows = q.shape[0]
-    codes = np.asarray(m["codes"])[:rows]
-    scodes = datapath_scale_codes(model, sch.scale, np.asarray(m["scales"])[:rows])
+    rows = slice(0, q.shape[0]) if rows is None else rows
+    codes = np.asarray(m["codes"])[rows]
+    scodes = datapath_scale_codes(model, sch.scale, np.asarray(m["scales"])[rows])
     values = np.take(np.asarray(sch.element.values, np.float64), codes)
     scales = np.take(np.asarray(sch.scale.values, np.float64), scodes)
     return Operand(values, scales, sch.block_size, sch.element, sch.scale, codes, scodes)

@@ -25,8 +25,9 @@ MX_RULES = {"floor": 0, "ceil": 1, "even": 2, "rceil": 3}
 RHT_SPECS = ("16/fwht-fp32",)
 #: Accumulator models the bf16 ``tl.dot`` computes per GPU family (compute capability major): Hopper.
 MMA_ARITHS = {9: "mma:sm90-bf16"}
-#: Accumulator models the GEMM implements bit for bit.
-GEMM_ACCUMULATORS = ("sm90-bf16",)
+#: Accumulator models the GEMM implements bit for bit: sm90-bf16 directly, the others by
+#: certificate on the same kernel (:mod:`.certify`).
+GEMM_ACCUMULATORS = ("sm90-bf16", "exact", "fp32", "sm100-mxf4nvf4", "sm100-mxf8f6f4")
 
 
 def interpret() -> bool:

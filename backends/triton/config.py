@@ -88,6 +88,9 @@ class TritonConfig:
     GEMM (``sm90-bf16``):
         gemm, gemm_small: tile configurations (names of :data:`~.gemm.CONFIGS` or
             :class:`~.gemm.TileConfig`) for GEMMs above / at most gemm_small_macs multiply-adds.
+        gemm_certified: the configuration of large GEMMs under the certified models
+            (:mod:`~.certify`: the kernel also keeps the largest |acc| per output, a second
+            accumulator's worth of registers).
     """
 
     rows_bf16_blocks: int = 128
@@ -137,6 +140,7 @@ class TritonConfig:
     mma_amax: tuple = (256, 4)
     gemm: object = "prepass-128x256"
     gemm_small: object = "any-64x64"
+    gemm_certified: object = "prepass-128x128-w8"
     gemm_small_macs: int = 1 << 24
 
     def __post_init__(self):

@@ -158,6 +158,7 @@ CONFIGS = {
     "prepass-128x256": TileConfig("prepass", 128, 256, 64, 8, 8, 3),
     "prepass-128x256-s4": TileConfig("prepass", 128, 256, 64, 8, 8, 4),
     "prepass-128x128": TileConfig("prepass", 128, 128, 64, 8, 4, 4),
+    "prepass-128x128-w8": TileConfig("prepass", 128, 128, 64, 8, 8, 3),
     "prepass-256x128": TileConfig("prepass", 256, 128, 64, 8, 8, 3),
     "hybrid-128x256": TileConfig("hybrid", 128, 256, 64, 8, 8, 3),
     "hybrid-128x256-s4": TileConfig("hybrid", 128, 256, 64, 8, 8, 4),
@@ -277,7 +278,7 @@ def dequantize_bf16(packed, scales, scheme, *, rows_per_program: int = 32, bytes
 
 
 def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=None, out_dtype=None,
-                  config=None, **tile_config):
+                  config=None, certify=None, **tile_config):
     """C = A . B^T (+ c) times g, bit-exact under ``sm90-bf16`` (the module docstring's steps).
 
     Args:
@@ -293,9 +294,14 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
         out_dtype: ``torch.float32`` (default) or ``torch.bfloat16`` (RNE of the float32 result).
         config, **tile_config: a :class:`TileConfig`, a name of :data:`CONFIGS`, and/or field
             overrides (``variant=``, ``BM=``, ...); results do not depend on them.
+        certify: None, or a function ``(x_a, a_scales, x_b, b_scales, BM, BN, BK, any_shape)
+            -> Certificate`` (:func:`.certify.certifier`) given the operands' bf16 values
+            (the prepass buffers, or computed for it); the kernel then also fills
+            ``Certificate.bad``, one flag per output tile (:mod:`.certify`).
 
     Returns:
-        a torch tensor (M, N) of ``out_dtype`` on the operands' device.
+        a torch tensor (M, N) of ``out_dtype`` on the operands' device; with ``certify``, the
+        pair (that tensor, the Certificate).
     """
     import torch
 
@@ -338,8 +344,7 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
         bk = cfg.BK
         while k % bk:
             bk //= 2
-        bm = min(cfg.BM, max(16, triton.next_power_of_2(m)))
-        bn = min(cfg.BN, max(16, triton.next_power_of_2(n)))
+        bm, bn = _tile(cfg, m, n)
         warps = cfg.num_warps if (bm, bn) == (cfg.BM, cfg.BN) else min(cfg.num_warps, max(4, bm * bn // 1024))
         kernel = gk.gemm_kernel
     interp = interpret()
@@ -350,21 +355,35 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
                             any_shape=cfg.any_shape)
         return x.view(torch.int16) if interp else x
 
-    a_ptr, sam = (a_packed, a_packed.stride(0)) if a_fused else (bf16_operand(a_packed, a_scales, sa), k)
-    b_ptr, sbn = (b_packed, b_packed.stride(0)) if b_fused else (bf16_operand(b_packed, b_scales, sb), k)
+    xa = None if a_fused and certify is None else bf16_operand(a_packed, a_scales, sa)
+    xb = None if b_fused and certify is None else bf16_operand(b_packed, b_scales, sb)
+    a_ptr, sam = (a_packed, a_packed.stride(0)) if a_fused else (xa, k)
+    b_ptr, sbn = (b_packed, b_packed.stride(0)) if b_fused else (xb, k)
     out = torch.empty((m, n), dtype=out_dtype, device=dev)
     out_view = out.view(torch.int16 if out_dtype == torch.bfloat16 else torch.int32)
     dummy = out_view
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
     nan = NAN_BITS - (1 << 32) if NAN_BITS >= 1 << 31 else NAN_BITS
+    cert = None
+    if certify is not None:
+        cert = certify(xa, a_scales, xb, b_scales, bm, bn, bk, cfg.any_shape)
+    cargs = ((dummy,) * 5 + (0, 1.0)) if cert is None else cert.kernel_args()
     kernel[grid](
         a_ptr, a_scales, b_ptr, b_scales, dummy if c is None else c, dummy if gt is None else gt, out_view, 0.0,
         m, n, k, sam, a_scales.stride(0), sbn, b_scales.stride(0), 0 if c is None else c.stride(0), out.stride(0),
+        *cargs, CERT=cert is not None,
         BM=bm, BN=bn, BK=bk, GROUP_M=cfg.GROUP_M,
         A_FUSED=a_fused, A_ELEM=ea, A_SCALE=fa, A_BLOCK=ka, B_FUSED=b_fused, B_ELEM=eb, B_SCALE=fb, B_BLOCK=kb,
         DUP=cfg.unpack == "dup", HAS_C=c is not None, HAS_G=gt is not None, OUT_BF16=out_dtype == torch.bfloat16,
         NAN=nan, DOT_F32=interp, TAIL=cfg.any_shape, num_warps=warps, num_stages=cfg.num_stages)
-    return out
+    return out if cert is None else (out, cert)
+
+
+def _tile(cfg: TileConfig, m: int, n: int) -> tuple[int, int]:
+    """(BM, BN) of a launch: the configuration's, shrunk to small M, N unless any_shape."""
+    if cfg.any_shape:
+        return cfg.BM, cfg.BN
+    return min(cfg.BM, max(16, triton.next_power_of_2(m))), min(cfg.BN, max(16, triton.next_power_of_2(n)))
 
 
 def pack_operand(q, device=None):
@@ -388,19 +407,26 @@ def pack_operand(q, device=None):
 def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=None, config=None, defaults=None,
            **tile_config) -> np.ndarray:
     """``Backend.matmul`` for the triton backend: D = A . B^T (+ c) of two QuantizedTensors
-    (numpy or torch), as :func:`fp4spec.matmul` with ``accumulator="sm90-bf16"``, bit for bit.
+    (numpy or torch), as :func:`fp4spec.matmul` with ``accumulator``, bit for bit.
 
-    1. ``accumulator`` must be ``"sm90-bf16"`` (BackendError otherwise).
+    1. ``accumulator`` must be one of :data:`.capability.GEMM_ACCUMULATORS`, as registered
+       (BackendError otherwise): ``"sm90-bf16"``, what the kernel computes, or a model the
+       kernel's results are certified for (:mod:`.certify`: ``"exact"``, ``"fp32"``,
+       ``"sm100-mxf4nvf4"``, ``"sm100-mxf8f6f4"``).
     2. The operands are checked as the spec checks them
        (:func:`fp4spec.matmul_operands.check_operands`: rank 2, blocked along K, equal K,
-       K a multiple of 16, c float32 (M, N); UE4M3 scale bytes with bit 7 set pass, as
-       ``ue4m3_sign_bit="ignore"`` says, and the kernel reads their low 7 bits); their
-       schemes must be ones the kernel takes (:func:`operand_format`).
+       K a multiple of 16, c float32 (M, N); UE4M3 scale bytes with bit 7 set pass where the
+       model's ``ue4m3_sign_bit="ignore"`` says so, and the kernel reads their low 7 bits);
+       their schemes must be ones the kernel takes (:func:`operand_format`).
     3. Codes are packed (low nibble first) on ``device``, ``g = fp32(gA * gB)``, and
        :func:`matmul_packed` runs: with ``config`` and ``tile_config`` when given, else with
        ``defaults.gemm_small`` (:class:`.config.TritonConfig`, None: the shipped one) for
        GEMMs of at most ``defaults.gemm_small_macs`` multiply-adds (one compile for every
-       shape) and ``defaults.gemm`` for larger ones.
+       shape) and ``defaults.gemm`` (``sm90-bf16``) or ``defaults.gemm_certified`` for larger
+       ones.
+    4. Certified models: the tiles with an output the certificate does not prove are
+       recomputed by the emulator on the CPU (:func:`.certify.fill_uncertified`, a
+       HostFallbackWarning saying how many outputs); the others are the kernel's.
 
     Returns float32 (M, N): a torch tensor on the device for torch operands (``out_dtype=
     torch.bfloat16``: bfloat16), numpy for numpy operands (bfloat16: the bits as uint16).
@@ -413,7 +439,7 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     model = get_accumulator(accumulator)
     if model.name not in GEMM_ACCUMULATORS:
         raise BackendError(f"accumulator: the triton GEMM implements only {', '.join(map(repr, GEMM_ACCUMULATORS))} "
-                           f"(Hopper bf16 tensor cores), not {model.name!r}")
+                           f"(Hopper bf16 tensor cores; all but sm90-bf16 by certificate), not {model.name!r}")
     if model != get_accumulator(model.name):
         raise BackendError(f"accumulator: a modified {model.name!r} model is not what the kernel computes")
     from fp4spec.quantized import QuantizedTensor
@@ -433,9 +459,22 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
                                      else torch.from_numpy(np.ascontiguousarray(ops.c))).to(device)
     if config is None and not tile_config:
         d = DEFAULT_CONFIG if defaults is None else defaults
-        config = d.gemm_small if ops.m * ops.n * ops.k_padded <= d.gemm_small_macs else d.gemm
-    out = matmul_packed(pa, sa, pb, sb, (qa.scheme, qb.scheme), g=ops.g, c=ct, out_dtype=out_dtype, config=config,
-                        **tile_config)
+        large = d.gemm if model.name == "sm90-bf16" else d.gemm_certified
+        config = d.gemm_small if ops.m * ops.n * ops.k_padded <= d.gemm_small_macs else large
+    if model.name == "sm90-bf16":
+        out = matmul_packed(pa, sa, pb, sb, (qa.scheme, qb.scheme), g=ops.g, c=ct, out_dtype=out_dtype,
+                            config=config, **tile_config)
+    else:  # the same kernel with a certificate; uncertified tiles by the emulator
+        from . import certify
+
+        if out_dtype not in (None, torch.float32):
+            raise BackendError(f"out_dtype: {model.name!r} results are float32 (bf16 output is sm90-bf16's option)")
+        cfg = get_config(config, **tile_config)
+        cert_fn = certify.certifier(model, qa.scheme, qb.scheme)
+        out, cert = matmul_packed(pa, sa, pb, sb, (qa.scheme, qb.scheme), g=ops.g, c=ct, config=cfg,
+                                  certify=cert_fn)
+        bm, bn = _tile(cfg, ops.m, ops.n)
+        certify.fill_uncertified(out, cert, qa, qb, model, ops, bm, bn, cfg.GROUP_M)
     if not numpy_out:
         return out
     if out.dtype == torch.bfloat16:

@@ -14,6 +14,7 @@ import numpy as np
 
 from fp4spec.accumulator_models import AccumulatorModel, accumulators, get_accumulator
 from fp4spec.backends import BackendError
+from fp4spec.backends.base import HostFallbackWarning
 from fp4spec.backends.registry import as_availability
 from fp4spec.quantized import QuantizedTensor
 
@@ -80,7 +81,7 @@ def matmul(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact", c=None, b
     return b.matmul(qa, qb, accumulator=acc, c=c)
 
 
-class MatmulOnHostWarning(UserWarning):
+class MatmulOnHostWarning(HostFallbackWarning):
     """A matmul of device operands runs on the CPU emulator (no device kernel implements the model)."""
 
 

@@ -396,6 +396,18 @@ def test_auto_prefers_triton_on_cuda(fake_cuda_triton):
     assert select_backend(xt[:0], "nvfp4") == "torch"  # the kernels need a block
 
 
+def test_auto_runs_if4_on_cpu_tensors_with_the_emulator():
+    """IF4 of a CPU tensor: the emulator (faster there than the torch backend), bit-equal."""
+    x = np.random.default_rng(3).standard_normal((32, 64)).astype(np.float32)
+    xt = torch.from_numpy(x)
+    assert select_backend(xt, "if4") == "numpy"
+    assert "emulator" in unsupported_reason("torch", xt, "if4", auto=True)
+    assert unsupported_reason("torch", xt, "if4") == ""  # explicitly named: allowed
+    q = fp4spec.quantize(xt, "if4")
+    assert q.backend == "numpy" and q.is_torch
+    assert q.equals(fp4spec.quantize(xt, "if4", backend="torch")) and q.equals(fp4spec.quantize(x, "if4"))
+
+
 def test_auto_skips_unavailable_triton(fake_cuda_triton, no_triton):
     assert select_backend(torch.from_numpy(adversarial(0)), "nvfp4") == "torch"
 

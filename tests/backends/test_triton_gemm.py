@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from dataclasses import replace
 
 import ml_dtypes
@@ -29,7 +30,7 @@ import fp4spec  # noqa: E402
 from fp4spec.backends.triton import DEFAULT_CONFIG, capability  # noqa: E402
 from fp4spec.backends.triton import gemm as G  # noqa: E402
 from fp4spec.backends.triton.kernels import gemm as GK  # noqa: E402
-from fp4spec.backends.base import BackendError  # noqa: E402
+from fp4spec.backends.base import BackendError, HostFallbackWarning  # noqa: E402
 from fp4spec.conformance.matmul_properties import FAMILIES, GENERATORS, family_schemes, make_operand  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -228,7 +229,7 @@ def test_ue4m3_bit_7_is_ignored_as_the_model_says():
 def test_errors():
     qa, qb, c = agreeing_case("nvfp4", 16, 16, 64, 0)
     with pytest.raises(BackendError, match="sm90-bf16"):
-        G.matmul(qa, qb, accumulator="exact")
+        G.matmul(qa, qb, accumulator="cdna3-fp8")
     with pytest.raises(ValueError, match="unknown model"):
         G.matmul(qa, qb, accumulator="sm80")
     with pytest.raises(ValueError, match="K differs"):
@@ -272,11 +273,12 @@ def test_claim_only_on_hopper():
         assert not avail and capability.claimed_accumulators() == ()
     else:
         hopper = torch.cuda.get_device_capability()[0] == 9
-        assert bool(avail) == hopper and capability.claimed_accumulators() == (("sm90-bf16",) if hopper else ())
+        assert bool(avail) == hopper
+        assert capability.claimed_accumulators() == (capability.GEMM_ACCUMULATORS if hopper else ())
 
 
 def test_constants():
-    assert capability.GEMM_ACCUMULATORS == ("sm90-bf16",)
+    assert capability.GEMM_ACCUMULATORS == ("sm90-bf16", "exact", "fp32", "sm100-mxf4nvf4", "sm100-mxf8f6f4")
     for s in G.SCHEMES:
         G.operand_format(s)
     assert G.NAN_BITS == MODEL.nan_bits
@@ -392,7 +394,8 @@ def test_gpu_conformance_rows_compile_once():
     before = _compiled()
     report = runner.run("triton", properties=["matmul"], matmul_max_examples=10)
     rows = [r for r in report.results if r.property.startswith("matmul/")]
-    assert len(rows) == len(FAMILIES)
+    assert len(rows) == len(FAMILIES) * len(capability.GEMM_ACCUMULATORS)
+    print(sorted(keys))
     bad = [(r.property, r.status, r.counterexample and r.counterexample.what) for r in rows if r.status != "PASS"]
     assert not bad, bad
     after = _compiled()
@@ -440,21 +443,29 @@ def test_interpreter_model_dot_families(family):
 @interp_only
 def test_conformance_matmul_rows_through_backend(monkeypatch):
     """``fp4spec conform --backend triton --property matmul`` as the GPU runs it (the backend
-    claims sm90-bf16), on the interpreter with the model's dot: every row passes, so what the
-    conformance feeds ``Backend.matmul`` (numpy QuantizedTensors, c None or given, M or N of 1,
-    K of one block, tensor scales) is handled as the bench's operands are."""
+    claims sm90-bf16 and the certified models), on the interpreter with the model's dot: every
+    row passes (``scale_sign_bit`` is skipped under the models that refuse such bytes), so what
+    the conformance feeds ``Backend.matmul`` (numpy QuantizedTensors, c None or given, M or N of
+    1, K of one block, tensor scales) is handled as the bench's operands are."""
+    from fp4spec.accumulator_models import get_accumulator
     from fp4spec.conformance import runner
 
     monkeypatch.setattr(capability, "claimed_accumulators", lambda device=None: capability.GEMM_ACCUMULATORS)
     keys = _log_launches(monkeypatch)
-    with G.interpreter_model_dot():
+    with G.interpreter_model_dot(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", HostFallbackWarning)
         report = runner.run("triton", properties=["matmul"], matmul_max_examples=10)
     rows = [r for r in report.results if r.property.startswith("matmul/")]
-    assert len(rows) == len(FAMILIES)
-    bad = [(r.property, r.status, r.counterexample and r.counterexample.what) for r in rows if r.status != "PASS"]
+    assert len(rows) == len(FAMILIES) * len(capability.GEMM_ACCUMULATORS)
+    refusing = {m for m in capability.GEMM_ACCUMULATORS if get_accumulator(m).ue4m3_sign_bit == "reject"}
+    bad = [(r.property, r.rounding, r.status, r.counterexample and r.counterexample.what) for r in rows
+           if r.status != "PASS" and not (r.status == "SKIP" and r.property == "matmul/scale_sign_bit"
+                                          and r.rounding.removeprefix("acc=") in refusing)]
     assert not bad, bad
-    # what the GPU would compile: one gemm_kernel_any per scheme, nothing else
-    assert sorted(k[0] for k in keys) == ["gemm_kernel_any"] * len(SCHEMES), sorted(keys)
+    # what the GPU would compile per scheme: gemm_kernel_any with and without the certificate,
+    # and the bf16 dequantization the certificate's norms read; nothing else
+    assert sorted(k[0] for k in keys) == (["dequant_bf16_kernel_any"] * len(SCHEMES)
+                                          + ["gemm_kernel_any"] * 2 * len(SCHEMES)), sorted(keys)
 
 
 def _spec(value, specialised: bool) -> str:

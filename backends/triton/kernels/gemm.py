@@ -164,19 +164,49 @@ def _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc,
     return acc
 
 
+@triton.jit
+def _cert_fail_rows(mx, c_ptr, ra, rb, rm64, rn, scm, omask, la_ptr, lb_ptr, na_ptr, nb_ptr, lo_min, inflate,
+                    HAS_C: tl.constexpr):
+    """Per tile row, whether any output lacks the certificate of :mod:`..certify`:
+    ``(mx + na_i nb_j) inflate + 2^-140 < 2^min(lo + 24, 128)`` with lo = la_i + lb_j (with c:
+    also at most a lower bound of lsb(c), its exponent - 23, -149 for subnormals; a c of -0
+    is never certified) and lo >= lo_min. mx: the largest |acc| at the K tiles' boundaries."""
+    lo = tl.load(la_ptr + ra)[:, None] + tl.load(lb_ptr + rb)[None, :]
+    if HAS_C:
+        cb = tl.load(c_ptr + rm64[:, None] * scm + rn[None, :], mask=omask, other=0.0).to(tl.int32, bitcast=True)
+        e = (cb >> 23) & 255
+        lo = tl.where((cb & 0x7FFFFFFF) == 0, lo, tl.minimum(lo, tl.where(e == 0, -149, e - 150)))
+        lo = tl.where(cb == -2147483648, -(1 << 20), lo)
+    t = tl.minimum(tl.maximum(lo + 24, -126), 127)
+    limit = ((t + 127) << 23).to(tl.float32, bitcast=True)
+    limit = tl.where(lo + 24 >= 128, float("inf"), limit)
+    limit = tl.where(lo >= lo_min, limit, 0.0)
+    na = tl.load(na_ptr + ra)
+    nb = tl.load(nb_ptr + rb)
+    bound = (mx + na[:, None] * nb[None, :]) * inflate + 7.174648137343064e-43
+    fail = tl.where((bound < limit) | ~omask, 0, 1)
+    return tl.max(fail, axis=1)
+
+
 def gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, g_ptr, out_ptr, zero, M, N, K,
                 sam, sas, sbn, sbs, scm, som,
+                la_ptr, lb_ptr, na_ptr, nb_ptr, bad_ptr, lo_min, inflate,
                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                 A_FUSED: tl.constexpr, A_ELEM: tl.constexpr, A_SCALE: tl.constexpr, A_BLOCK: tl.constexpr,
                 B_FUSED: tl.constexpr, B_ELEM: tl.constexpr, B_SCALE: tl.constexpr, B_BLOCK: tl.constexpr,
                 DUP: tl.constexpr, HAS_C: tl.constexpr, HAS_G: tl.constexpr, OUT_BF16: tl.constexpr,
-                NAN: tl.constexpr, DOT_F32: tl.constexpr, TAIL: tl.constexpr):
+                NAN: tl.constexpr, DOT_F32: tl.constexpr, TAIL: tl.constexpr, CERT: tl.constexpr):
     """One BM x BN tile of C = A . B^T (+ c), steps 2-5 of :mod:`..gemm`'s docstring.
 
     Grouped tile order (GROUP_M rows of tiles share B tiles in L2). Rows past M / N are
     read modulo M / N (no masks in the K loop) and not stored. TAIL: K is any multiple of
     16 (the K % BK rest runs as k = 16 dots after the BK ones, still in ascending K);
     else K % BK == 0.
+
+    CERT: also write to ``bad_ptr[pid]`` whether any output of the tile lacks the exactness
+    certificate of :mod:`..certify` (la/lb: int32 lsb bounds per row; na/nb: float32 bounds
+    per row of the norm of any K tile; the largest |acc| at the K tiles' boundaries is kept
+    per output). The result is computed as without CERT.
     """
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BM)
@@ -201,15 +231,25 @@ def gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, g_ptr, out_ptr, zero, M, N,
     k_main = K
     if TAIL:
         k_main = K - K % BK
+    if CERT:
+        mx = tl.abs(acc)
     for k0 in range(0, k_main, BK):
         acc = _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM, BN, BK,
                         A_FUSED, A_ELEM, A_SCALE, A_BLOCK, B_FUSED, B_ELEM, B_SCALE, B_BLOCK, DUP, DOT_F32)
+        if CERT:
+            mx = tl.maximum(mx, tl.abs(acc))
     if TAIL:
         if BK > 16:
             for k0 in range(k_main, K, 16):
                 acc = _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc, BM, BN, 16,
                                 A_FUSED, A_ELEM, A_SCALE, A_BLOCK, B_FUSED, B_ELEM, B_SCALE, B_BLOCK, DUP,
                                 DOT_F32)
+                if CERT:
+                    mx = tl.maximum(mx, tl.abs(acc))
+    if CERT:
+        fail = _cert_fail_rows(mx, c_ptr, ra, rb, rm64, rn, scm, omask, la_ptr, lb_ptr, na_ptr, nb_ptr, lo_min,
+                               inflate, HAS_C)
+        tl.store(bad_ptr + pid, tl.max(fail, axis=0))
     if HAS_G:
         acc = acc * tl.load(g_ptr)
     bits = tl.where(acc != acc, NAN, acc.to(tl.int32, bitcast=True))
@@ -239,6 +279,46 @@ def dequant_bf16_kernel(p_ptr, s_ptr, out_ptr, R, KB, sp, ss, so,
     tl.store(out_ptr + r64[:, None] * so + kb[None, :], lo | (hi << 16), mask=mask)
 
 
+@triton.jit
+def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, R, K, sx, ss, BR: tl.constexpr, SB: tl.constexpr,
+                         BLOCK: tl.constexpr, SCALE: tl.constexpr, ELSB: tl.constexpr, LSB_MIN: tl.constexpr):
+    """The certificate's row statistics (:mod:`..certify`) of a bf16 operand (x: int16 bit
+    patterns, R x K, row stride sx; s: scale codes, row stride ss): na[r] = the largest
+    Euclidean norm over the row's K tiles of SB elements (float32: sums of SB squares, then a
+    square root; the certificate's ``inflate`` covers their rounding); la[r] = the smallest
+    lsb exponent of the row's nonzero blocks (scale lsb + ELSB: E8M0 ``s - 127``, UE4M3 bit 7
+    ignored, ``e - 10`` or -9 for e = 0), or -2^20 where a value is NaN or Inf, a square
+    overflows, or la < LSB_MIN (never certified); 2^20 for a row of zeros."""
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    rmask = rows < R
+    r64 = rows.to(tl.int64)
+    NB: tl.constexpr = SB // BLOCK
+    best = tl.zeros((BR,), tl.float32)
+    lsb = tl.full((BR,), 1 << 20, tl.int32)
+    never = tl.zeros((BR,), tl.int32)
+    for k0 in range(0, K, SB):
+        cols = k0 + tl.arange(0, SB)
+        m = rmask[:, None] & (cols[None, :] < K)
+        v = (tl.load(x_ptr + r64[:, None] * sx + cols[None, :], mask=m, other=0).to(tl.int32) << 16).to(
+            tl.float32, bitcast=True)
+        sq = tl.sum(v * v, axis=1)
+        never = tl.maximum(never, tl.where((sq == sq) & (sq < float("inf")), 0, 1))
+        best = tl.maximum(best, sq)
+        nz = tl.max(tl.reshape(tl.abs(v), (BR, NB, BLOCK)), axis=2) > 0
+        blocks = k0 // BLOCK + tl.arange(0, NB)
+        sc = tl.load(s_ptr + r64[:, None] * ss + blocks[None, :], mask=rmask[:, None] & (blocks[None, :] < K // BLOCK),
+                     other=0).to(tl.int32)
+        if SCALE == 1:
+            e = (sc & 0x7F) >> 3
+            bl = tl.where(e == 0, -9, e - 10)
+        else:
+            bl = sc - 127
+        lsb = tl.minimum(lsb, tl.min(tl.where(nz, bl + ELSB, 1 << 20), axis=1))
+    la = tl.where((never != 0) | (lsb < LSB_MIN), -(1 << 20), lsb)
+    tl.store(la_ptr + rows, la, mask=rmask)
+    tl.store(na_ptr + rows, tl.sqrt_rn(best), mask=rmask)
+
+
 def _jit_pair(fn, shape_args):
     """(fn specialised on every int argument, as the tuned configurations want: strides that
     are multiples of 16 give vector loads; fn with ``shape_args`` -- sizes and strides --
@@ -247,5 +327,5 @@ def _jit_pair(fn, shape_args):
     return triton.jit(fn), triton.jit(fn, do_not_specialize=[names.index(a) for a in shape_args])
 
 
-gemm_kernel, gemm_kernel_any = _jit_pair(gemm_kernel, ("M", "N", "K", "sam", "sas", "sbn", "sbs", "scm", "som"))
+gemm_kernel, gemm_kernel_any = _jit_pair(gemm_kernel, ("M", "N", "K", "sam", "sas", "sbn", "sbs", "scm", "som", "lo_min"))
 dequant_bf16_kernel, dequant_bf16_kernel_any = _jit_pair(dequant_bf16_kernel, ("R", "KB", "sp", "ss", "so"))

@@ -1,0 +1,209 @@
+"""Other accumulator models on Hopper's bf16 tensor cores, bit for bit, by certificate.
+
+The triton GEMM computes ``sm90-bf16`` (:mod:`.gemm`). For the models ``exact``, ``fp32``,
+``sm100-mxf4nvf4`` and ``sm100-mxf8f6f4`` it runs the same kernel and proves, per output,
+that the result is also theirs; outputs it cannot prove are recomputed by the emulator on
+the CPU (with a :class:`~fp4spec.backends.base.HostFallbackWarning` that counts them). On
+typical data (random or trained FP4 operands) every output is proved and the GEMM runs at
+the bf16 kernel's speed; adversarial data (scales 2^-127 beside 2^127, exact cancellations at
+the truncation width, subnormal results) goes to the emulator.
+
+**The certificate.** For row i of A let ``la_i`` be a lower bound of the lsb exponent of its
+nonzero values (element lsb + the block scale's lsb: every value ``element * scale`` is a
+multiple of ``2^la_i``) and likewise ``lb_j`` for row j of B; ``lo = la_i + lb_j``, lowered
+to a lower bound of the lsb of c (its exponent - 23) when c is given. Cut K into tiles of SB
+elements (a multiple of the kernel's K step BK and of the block sizes); ``na_i`` is the
+largest Euclidean norm of row i's values over one K tile, ``nb_j`` likewise. The kernel keeps
+``mx``, the largest ``|acc|`` it holds at the boundaries of its BK steps (c, every step's
+result, the final result). An output is *certified* when
+
+    mx + na_i nb_j < 2^min(lo + 24, 128)     and     lo >= max(-149, e_zero - F)
+
+(the kernel inflates the left side by ``inflate`` and adds 2^-140, covering the rounding of
+its float32 evaluation and of the statistics).
+
+**Theorem.** A certified output is the same float32 under ``sm90-bf16`` (what the kernel
+computes), ``exact``, ``fp32`` (ascending FMAs of float32 operands), ``sm100-mxf4nvf4`` and
+``sm100-mxf8f6f4``: the exact value ``c + sum_k a_ik b_jk``, +0 when that is zero.
+
+Proof. Every product ``a_ik b_jk`` (and c) is a multiple of ``2^lo``, and so is every sum of
+them. By induction over the BK steps, the accumulator at each step boundary is the exact
+partial sum (the first is c). Every partial sum S that ends inside the step after boundary
+t satisfies ``|S| <= |acc_t| + sum over the step of |a_ik b_jk| <= mx + na_i nb_j <
+2^(lo+24)`` (Cauchy-Schwarz over the K tile holding the step), and so does every term of a
+model's step (a product, a group sum of ``sm100-mxf4nvf4``, the accumulator). A multiple of
+``2^lo`` below ``2^(lo+24)`` in magnitude with ``lo >= -149`` is a float32 (24 significant
+bits; subnormals reach 2^-149). Every model's step boundaries (16, 32 or 64 elements of K,
+or each element) fall on sums of this kind. Hence:
+
+1. ``exact``: the exact sum is a float32; rounding it once returns it.
+2. ``fp32``: the operands ``fp32(element * scale)`` are exact (at most 6 significant bits;
+   a certified row has no value below 2^-60 and no square of 2^128 or more), so each FMA's
+   exact result is a partial sum, a float32: no FMA rounds.
+3. ``fdpa`` models with F >= 23 (``sm90-bf16`` F = 25, ``sm100-mxf8f6f4`` 25,
+   ``sm100-mxf4nvf4`` 35): in a step every nonzero term has exponent at most lo + 23 and a
+   zero term gets e_zero <= lo + F, so e_max - F <= lo: truncating to F fractional bits
+   below e_max drops no bit of a multiple of 2^lo. The step's exact sum is a partial sum, a
+   float32, so RZ and RNE both return it; an exact zero is +0 in every model (the NVIDIA
+   models always give +0; IEEE gives +0 for x + (-x) and for +0 + -0, and the accumulator
+   starts at +0 -- a c of -0 is never certified).
+
+So the kernel's accumulator at each boundary is indeed the exact partial sum (the
+induction), and the results agree before the epilogue, which is the same ``fp32(acc * g)``
+in every model (``exact``: ``RNE(sum * g)``, the same number since the sum is a float32).
+NaN and Inf never pass (their squares are not finite). The bound holds whatever order the
+hardware sums in, so the certificate does not depend on Hopper's internal order either.
+
+The statistics come from one pass over the bf16 operand values
+(:func:`.kernels.gemm.operand_stats_kernel`; exact: the ``sm90-bf16`` operands equal
+``element * scale`` wherever a row is certified), in float32: a block counts as nonzero by
+its largest magnitude (exact), rows with a nonzero value below 2^-60, a non-finite value or
+a square of 2^128 or more get ``la = -2^20`` (never certified), so no square of a certified
+row underflows; the sums of at most SB <= 256 squares, the square roots and the kernel's
+bound err by less than ``inflate - 1`` relatively.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+
+from fp4spec.backends.base import HostFallbackWarning
+
+#: Models the triton GEMM computes by certificate (``sm90-bf16`` runs without one).
+CERTIFIED = ("exact", "fp32", "sm100-mxf4nvf4", "sm100-mxf8f6f4")
+#: la of a row that is never certified.
+NEVER = -(1 << 20)
+#: Rows whose smallest nonzero lsb is below this are not certified (their squares could
+#: underflow float32).
+LSB_MIN = -60
+#: The relative inflation of the kernel's bound: sums of at most 256 squares err by at most
+#: 256 u (u = 2^-24), the square roots, the product and the sum by a few u more.
+INFLATE = 1.0 + 2.0 ** -14
+#: Rows per program of the statistics kernel.
+STATS_ROWS = 16
+
+
+@dataclasses.dataclass
+class Certificate:
+    """The kernel's certificate inputs (:mod:`.certify`) and its output ``bad`` (int32, one
+    flag per output tile, in the kernel's tile order)."""
+
+    la: object
+    lb: object
+    na: object
+    nb: object
+    bad: object
+    lo_min: int
+
+    def kernel_args(self) -> tuple:
+        return (self.la, self.lb, self.na, self.nb, self.bad, self.lo_min, INFLATE)
+
+
+def lo_min(model) -> int:
+    """The smallest certified lo: -149 (float32's smallest lsb), and e_zero - F for ``fdpa``."""
+    lo = -149
+    if model.algorithm == "fdpa" and model.e_zero is not None:
+        lo = max(lo, model.e_zero - model.frac_bits)
+    return lo
+
+
+def element_lsb(element) -> int:
+    """The smallest lsb exponent of the format's nonzero finite values."""
+    vals = np.abs(np.asarray(element.values, np.float64))
+    out = []
+    for v in vals[np.isfinite(vals) & (vals > 0)]:
+        m, e = math.frexp(float(v))
+        mi = int(m * 2.0 ** 53)
+        out.append(e - 53 + (mi & -mi).bit_length() - 1)
+    return min(out)
+
+
+def operand_stats(x, scales, scheme, sb: int):
+    """(la int32 (R,), na float32 (R,)) of an operand (:func:`.kernels.gemm.operand_stats_kernel`):
+    x its bf16 values (R x K, or their int16 bit patterns), scales its scale codes."""
+    import torch
+    import triton
+
+    from .kernels import gemm as gk
+
+    r, k = x.shape
+    la = torch.empty(r, dtype=torch.int32, device=x.device)
+    na = torch.empty(r, dtype=torch.float32, device=x.device)
+    bits = x.view(torch.int16)
+    gk.operand_stats_kernel[(triton.cdiv(r, STATS_ROWS),)](
+        bits, scales, la, na, r, k, bits.stride(0), scales.stride(0), BR=STATS_ROWS, SB=sb,
+        BLOCK=scheme.block_size, SCALE=1 if scheme.scale.name == "ue4m3" else 0, ELSB=element_lsb(scheme.element),
+        LSB_MIN=LSB_MIN, num_warps=4)
+    return la, na
+
+
+def certifier(model, scheme_a, scheme_b):
+    """The ``certify`` argument of :func:`.gemm.matmul_packed` for ``model``: a function of
+    (A's bf16 values, A's scale codes, B's, tile BM, BN, BK, any_shape) returning the
+    :class:`Certificate` inputs (``bad`` zeroed)."""
+    import torch
+
+    low = lo_min(model)
+
+    def certify(xa, sa, xb, sb, bm, bn, bk, any_shape):
+        tile = max(bk, scheme_a.block_size, scheme_b.block_size)  # powers of two: a multiple of each
+        la, na = operand_stats(xa, sa, scheme_a, tile)
+        lb, nb = operand_stats(xb, sb, scheme_b, tile)
+        tiles = -(-xa.shape[0] // bm) * -(-xb.shape[0] // bn)
+        bad = torch.zeros(tiles, dtype=torch.int32, device=xa.device)
+        return Certificate(la, lb, na, nb, bad, low)
+
+    return certify
+
+
+def tile_blocks(bad, m: int, n: int, bm: int, bn: int, group_m: int) -> dict:
+    """{tile row: [tile columns]} of the flagged tiles (``bad`` as numpy), inverting the
+    kernel's grouped tile order."""
+    num_m, num_n = -(-m // bm), -(-n // bn)
+    out: dict = {}
+    for pid in np.flatnonzero(bad):
+        per_group = group_m * num_n
+        first_m = (pid // per_group) * group_m
+        size_m = min(num_m - first_m, group_m)
+        pid_m = first_m + (pid % per_group) % size_m
+        pid_n = (pid % per_group) // size_m
+        out.setdefault(int(pid_m), []).append(int(pid_n))
+    return out
+
+
+def fill_uncertified(out, cert: Certificate, qa, qb, model, ops, bm: int, bn: int, group_m: int) -> int:
+    """Recompute the outputs of the flagged tiles with the emulator (numpy, on the CPU) and
+    write them into ``out`` (float32 torch, M x N); returns how many outputs that was."""
+    import torch
+
+    from fp4spec.emulator.gemm import matmul_block
+
+    bad = cert.bad.cpu().numpy()
+    if not bad.any():
+        return 0
+    na_, nb_ = qa.to_numpy() if qa.is_torch else qa, qb.to_numpy() if qb.is_torch else qb
+    if ops.c is not None and hasattr(ops.c, "cpu"):
+        ops = dataclasses.replace(ops, c=ops.c.detach().cpu().numpy())
+    count = 0
+    m, n = out.shape
+    for tm, tns in tile_blocks(bad, m, n, bm, bn, group_m).items():
+        rows = np.arange(tm * bm, min(m, (tm + 1) * bm))
+        cols = np.concatenate([np.arange(t * bn, min(n, (t + 1) * bn)) for t in sorted(tns)])
+        block = matmul_block(na_, nb_, model, ops, rows, cols)
+        r = torch.as_tensor(rows, device=out.device)
+        cidx = torch.as_tensor(cols, device=out.device)
+        out[r[:, None], cidx[None, :]] = torch.from_numpy(block).to(out.device)
+        count += len(rows) * len(cols)
+    warnings.warn(HostFallbackWarning(
+        f"matmul: {count} of {m * n} outputs under {model.name!r} could not be certified exact on the GPU (their "
+        f"operands' values span too wide a range, or are NaN, Inf or below 2^-60) and were computed by the CPU "
+        f"emulator"), stacklevel=3)
+    return count
+
+
+__all__ = ["CERTIFIED", "INFLATE", "LSB_MIN", "NEVER", "Certificate", "certifier", "element_lsb", "fill_uncertified",
+           "lo_min", "operand_stats", "tile_blocks"]
