@@ -9,6 +9,12 @@ quantized each operand, and the host synchronisations of one step
 (``torch.cuda.set_sync_debug_mode("warn")``: each sync is a warning, counted by its source line).
 
     python benchmarks/bench_gpu_training_step.py [--recipes bf16,nvfp4,ufp4] [--layers 8] [--rounds 5]
+        [--compute sm100-mxf4nvf4]
+
+``--compute MODEL`` runs the quantized recipes' three GEMMs under an accumulator model instead
+of the fast path ("train as Blackwell would round": on Hopper the certified GEMM of
+``fp4spec.backends.triton.certify``); the outputs the certificate hands to the CPU emulator
+are counted per step (``HostFallbackWarning``).
 
 Target (issue 20): nvfp4 and ufp4 steps <= 1.5x the bf16 step. With $OUT set, the table is also
 written to $OUT/bench_gpu_training_step.json.
@@ -34,6 +40,40 @@ T0 = time.time()
 
 def log(msg):
     print(f"[{time.time() - T0:6.1f} s] {msg}", flush=True)
+
+
+def with_compute(recipe, model):
+    """``recipe`` with every GEMM whose operands are both quantized computed under ``model``."""
+    import dataclasses
+
+    if model is None or not recipe.quantized:
+        return recipe
+    gemms = {}
+    for g in ("fprop", "dgrad", "wgrad"):
+        gm = recipe.gemm(g)
+        if gm.a.quantized and gm.b.quantized:
+            gemms[g] = dataclasses.replace(gm, compute=model)
+    return recipe.replace(**gemms)
+
+
+FALLBACK = collections.Counter()
+
+
+def count_fallbacks():
+    """Count the outputs the certified GEMM hands to the CPU emulator (FALLBACK["outputs"])."""
+    try:
+        from fp4spec.backends.triton import certify
+    except ImportError:
+        return
+    real = certify.fill_uncertified
+
+    def counted(*args, **kw):
+        n = real(*args, **kw)
+        FALLBACK["outputs"] += n
+        FALLBACK["calls"] += 1
+        return n
+
+    certify.fill_uncertified = counted
 
 
 def build(recipe, cfg, args):
@@ -110,7 +150,11 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--device", default="cuda", help="cuda (the benchmark) or cpu (a dry run of the script)")
+    p.add_argument("--compute", default=None, help="an accumulator model for the quantized GEMMs (default: the "
+                   "fast path, dequantize + bf16 matmul)")
     args = p.parse_args()
+    if args.compute:
+        count_fallbacks()
     names = args.recipes.split(",")
     if names[0] != "bf16":
         names = ["bf16"] + [n for n in names if n != "bf16"]
@@ -123,12 +167,16 @@ def main():
     y = torch.randint(0, 256, (args.batch, args.seq_len), generator=g).to(args.device)
     runs, info = {}, {}
     for name in names:
-        runs[name] = build(get_recipe(name), cfg, args)
+        runs[name] = build(with_compute(get_recipe(name), args.compute), cfg, args)
         t = time.time()
+        FALLBACK.clear()
         for _ in range(args.warmup):
             step(*runs[name], x, y)
         if args.device == "cuda":
             torch.cuda.synchronize()
+        if args.compute:
+            log(f"{name}: {FALLBACK['outputs'] / max(1, args.warmup):.0f} outputs per step to the CPU emulator "
+                f"(uncertified), in {FALLBACK['calls']} of the warm-up's GEMMs")
         info[name] = {"warmup_s": time.time() - t, "backends": backends_used(runs[name][0], x, y, runs[name]),
                       "syncs": sync_sites(runs[name], x, y)}
         log(f"{name}: warm-up {info[name]['warmup_s']:.1f} s; syncs/step {sum(info[name]['syncs'].values())} "

@@ -171,6 +171,19 @@ class TritonBackend(Backend):
 
         return pack(np.asarray(codes), order="lo_first", axis=-1)
 
+    def why_matmul_unsupported(self, qa, qb) -> str:
+        """Why the GEMM kernel cannot take these operands' schemes ("" if it can): the element
+        formats, scale formats and block sizes of :func:`.gemm.operand_format`."""
+        from ..base import BackendError
+        from .gemm import operand_format
+
+        try:
+            operand_format(qa.scheme)
+            operand_format(qb.scheme)
+        except BackendError as exc:
+            return str(exc)
+        return ""
+
     def matmul(self, qa, qb, *, accumulator, c=None) -> np.ndarray:
         """C = A . B^T under ``accumulator`` (``"sm90-bf16"`` on Hopper): :mod:`.gemm`."""
         from .gemm import matmul

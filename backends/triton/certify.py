@@ -40,13 +40,23 @@ or each element) fall on sums of this kind. Hence:
 2. ``fp32``: the operands ``fp32(element * scale)`` are exact (at most 6 significant bits;
    a certified row has no value below 2^-60 and no square of 2^128 or more), so each FMA's
    exact result is a partial sum, a float32: no FMA rounds.
-3. ``fdpa`` models with F >= 23 (``sm90-bf16`` F = 25, ``sm100-mxf8f6f4`` 25,
-   ``sm100-mxf4nvf4`` 35): in a step every nonzero term has exponent at most lo + 23 and a
-   zero term gets e_zero <= lo + F, so e_max - F <= lo: truncating to F fractional bits
-   below e_max drops no bit of a multiple of 2^lo. The step's exact sum is a partial sum, a
-   float32, so RZ and RNE both return it; an exact zero is +0 in every model (the NVIDIA
-   models always give +0; IEEE gives +0 for x + (-x) and for +0 + -0, and the accumulator
-   starts at +0 -- a c of -0 is never certified).
+3. ``fdpa`` models: a step aligns its terms to e_max, the largest *assigned* exponent, and
+   truncates to F fractional bits below it. The accumulator's exponent is its own, at most
+   lo + 23. A term's assigned exponent can exceed the exponent of its value, by at most
+   D (:func:`exponent_excess`): for ``product`` terms the element and scale formats'
+   subnormals are assigned their format's minimum exponent (E2M1's 0.5: 1 bit), for
+   ``group`` terms the exponent is the two scales' (a group with a nonzero product holds
+   one of at least vmin_a vmin_b sa sb, and a subnormal UE4M3 scale is assigned -6: 3 bits),
+   for ``bf16_operand`` terms D = 0 (a certified row has no bf16 subnormal). Every single
+   product is below 2^(lo+24) too (it is part of the sum the bound covers), so a term's
+   assigned exponent is at most lo + 23 + D; a zero term gets e_zero. With F >= 23 + D
+   (``sm90-bf16``: D = 0, F = 25; ``sm100-mxf8f6f4`` with E2M1: D = 2, F = 25;
+   ``sm100-mxf4nvf4``: D <= 8, F = 35; checked for the operands' formats, else nothing is
+   certified) and e_zero - F <= lo, e_max - F <= lo: the truncation drops no bit of a
+   multiple of 2^lo. The step's exact sum is a partial sum, a float32, so RZ and RNE both
+   return it; an exact zero is +0 in every model (the NVIDIA models always give +0; IEEE
+   gives +0 for x + (-x) and for +0 + -0, and the accumulator starts at +0 -- a c of -0 is
+   never certified).
 
 So the kernel's accumulator at each boundary is indeed the exact partial sum (the
 induction), and the results agree before the epilogue, which is the same ``fp32(acc * g)``
@@ -103,11 +113,39 @@ class Certificate:
         return (self.la, self.lb, self.na, self.nb, self.bad, self.lo_min, INFLATE)
 
 
-def lo_min(model) -> int:
-    """The smallest certified lo: -149 (float32's smallest lsb), and e_zero - F for ``fdpa``."""
+def _excess(fmt) -> int:
+    """The most a nonzero value's assigned exponent (the emulator's, :func:`fp4spec.accumulator_models.format_carrier`:
+    its format's minimum normal exponent for subnormals) exceeds floor(log2 |value|)."""
+    from fp4spec.accumulator_models import format_carrier
+
+    vals = np.abs(np.asarray(fmt.values, np.float64))
+    vals = vals[np.isfinite(vals) & (vals > 0)]
+    floor = np.floor(np.log2(vals)).astype(np.int64)
+    return int(np.max(np.maximum(floor, format_carrier(fmt).emin) - floor))
+
+
+def exponent_excess(model, scheme_a, scheme_b) -> int:
+    """D of the module docstring: how far a term's assigned exponent can exceed the exponent of
+    its largest nonzero product (0 for the models without assigned exponents)."""
+    if model.algorithm != "fdpa" or model.scales in ("bf16_operand", "fp32_operand"):
+        return 0
+    d = _excess(scheme_a.scale) + _excess(scheme_b.scale)
+    if model.scales == "product":
+        return d + _excess(scheme_a.element) + _excess(scheme_b.element)
+    vmin = [float(np.min(np.abs(v)[np.abs(v) > 0])) for v in (np.asarray(scheme_a.element.values, np.float64),
+                                                             np.asarray(scheme_b.element.values, np.float64))]
+    return d + sum(max(0, int(-np.floor(np.log2(v)))) for v in vmin)
+
+
+def lo_min(model, scheme_a=None, scheme_b=None) -> int:
+    """The smallest certified lo: -149 (float32's smallest lsb), and e_zero - F for ``fdpa``;
+    nothing is certified (2^20) where F < 23 + D (:func:`exponent_excess`)."""
     lo = -149
-    if model.algorithm == "fdpa" and model.e_zero is not None:
-        lo = max(lo, model.e_zero - model.frac_bits)
+    if model.algorithm == "fdpa":
+        if scheme_a is not None and model.frac_bits < 23 + exponent_excess(model, scheme_a, scheme_b):
+            return 1 << 20
+        if model.e_zero is not None:
+            lo = max(lo, model.e_zero - model.frac_bits)
     return lo
 
 
@@ -147,7 +185,7 @@ def certifier(model, scheme_a, scheme_b):
     :class:`Certificate` inputs (``bad`` zeroed)."""
     import torch
 
-    low = lo_min(model)
+    low = lo_min(model, scheme_a, scheme_b)
 
     def certify(xa, sa, xb, sb, bm, bn, bk, any_shape):
         tile = max(bk, scheme_a.block_size, scheme_b.block_size)  # powers of two: a multiple of each
@@ -205,5 +243,5 @@ def fill_uncertified(out, cert: Certificate, qa, qb, model, ops, bm: int, bn: in
     return count
 
 
-__all__ = ["CERTIFIED", "INFLATE", "LSB_MIN", "NEVER", "Certificate", "certifier", "element_lsb", "fill_uncertified",
+__all__ = ["CERTIFIED", "INFLATE", "exponent_excess", "LSB_MIN", "NEVER", "Certificate", "certifier", "element_lsb", "fill_uncertified",
            "lo_min", "operand_stats", "tile_blocks"]

@@ -37,12 +37,15 @@ def matmul(qa, qb, *, accumulator: "str | AccumulatorModel" = "exact", c=None, b
             exact sum); with tensor scales it is multiplied by ``fp32(gA * gB)`` with the rest.
 
         backend: ``"auto"`` (default): numpy operands -> the emulator; torch operands on a
-            CUDA device -> the triton GEMM where it implements the model (``sm90-bf16`` on
-            Hopper: the operands' packed codes are read as stored, the result stays on the
-            device), else the emulator on CPU copies with a :class:`MatmulOnHostWarning`
-            saying so (it runs at about 1-10 GFLOP/s), the result moved back to the
-            operands' device. Or a backend name / object whose ``capabilities().accumulators``
-            lists the model.
+            CUDA device -> the triton GEMM where it implements the model and takes the
+            operands' formats (4-bit elements E2M1, E1M2, INT4; on Hopper:
+            ``sm90-bf16``, and ``exact``, ``fp32``, ``sm100-mxf4nvf4``, ``sm100-mxf8f6f4`` by a
+            per-output certificate, the outputs it cannot prove by the emulator with a
+            :class:`~fp4spec.backends.base.HostFallbackWarning`; the operands' packed codes
+            are read as stored, the result stays on the device), else the emulator on CPU
+            copies with a :class:`MatmulOnHostWarning` saying so (it runs at about 1-10
+            GFLOP/s), the result moved back to the operands' device. Or a backend name /
+            object whose ``capabilities().accumulators`` lists the model.
 
     Returns:
         float32 (M x N): a numpy array, or a torch tensor on the operands' device for torch
@@ -96,7 +99,8 @@ def _matmul_backend(qa, qb, model: AccumulatorModel, backend):
     if isinstance(qa, QuantizedTensor) and qa.is_torch and qa.device.type == "cuda":
         if importlib.util.find_spec("triton") is not None:
             b = backend_object("triton")
-            if as_availability(b.is_available()) and model.name in b.capabilities().accumulators:
+            if as_availability(b.is_available()) and model.name in b.capabilities().accumulators \
+                    and isinstance(qb, QuantizedTensor) and not b.why_matmul_unsupported(qa, qb):
                 return b
     return backend_object("numpy")
 

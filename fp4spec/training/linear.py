@@ -7,7 +7,9 @@ the public ``fp4spec.quantize`` and multiplies them:
   to the recipe's compute dtype (bf16, RNE), then one ``torch.matmul`` -- torch tensors on
   their device throughout, no host synchronisation added here, no numpy;
 * an accumulator model name: ``fp4spec.matmul(qa, qb, accumulator=...)`` on the operands
-  laid out rows x K, bit-exact to that model (numpy; slow).
+  laid out rows x K, bit-exact to that model (on Hopper, CUDA operands under ``sm90-bf16``,
+  ``exact``, ``fp32`` and ``sm100-*`` run the triton GEMM -- the others by a per-output
+  certificate, its unproved outputs on the CPU emulator; elsewhere the emulator: slow).
 
 Normative steps of one GEMM ``C = A B^T`` (:func:`gemm`):
 
@@ -35,6 +37,7 @@ from typing import Callable
 import torch
 
 import fp4spec
+from fp4spec.backends.base import HostFallbackWarning
 
 from . import random_bits
 from .recipe import DEQUANTIZE, Gemm, Operand, Recipe, get_recipe
@@ -148,8 +151,8 @@ def _model_product(g: Gemm, st: LayerState, gemm: str, a_spec, b_spec) -> torch.
             values = fp4spec.dequantize(q)
             st.on_operand(OperandRecord(st.name, st.call, gemm, tensor, 1, logical, q, values, rbits))
         qs.append(q)
-    with warnings.catch_warnings():  # a model no device kernel computes runs on the CPU emulator, as documented
-        warnings.simplefilter("ignore", fp4spec.api.MatmulOnHostWarning)
+    with warnings.catch_warnings():  # outputs no device kernel computes run on the CPU emulator, as documented
+        warnings.simplefilter("ignore", HostFallbackWarning)
         out = fp4spec.matmul(qs[0], qs[1], accumulator=g.compute)  # on the device where a kernel computes the model
     return out if isinstance(out, torch.Tensor) else torch.from_numpy(out).to(a_spec[0].device)
 

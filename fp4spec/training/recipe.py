@@ -125,8 +125,9 @@ class Gemm:
         compute: ``"dequantize"`` (default): each operand through ``fp4spec.dequantize``,
             converted to the recipe's compute dtype (bf16), then one torch matmul; or an
             accumulator model name of ``fp4spec.accumulators`` (``"exact"``, ``"fp32"``,
-            ``"sm100-mxf4nvf4"``...): ``fp4spec.matmul(qa, qb, accumulator=compute)``, bit-exact
-            and slow (numpy), single process only.
+            ``"sm100-mxf4nvf4"``...): ``fp4spec.matmul(qa, qb, accumulator=compute)``, bit-exact,
+            single process only (on Hopper the triton GEMM computes ``sm90-bf16``, ``exact``,
+            ``fp32`` and the ``sm100`` models of CUDA operands; elsewhere the emulator, slow).
     """
 
     a: Operand = HIGH

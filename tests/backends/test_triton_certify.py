@@ -120,13 +120,37 @@ def test_operand_stats_against_numpy(name):
         assert abs(na[r] - want) <= want * 2.0 ** -18, (r, na[r], want)
 
 
-def test_lo_min():
-    assert C.lo_min(fp4spec.get_accumulator("sm100-mxf4nvf4")) == -149
-    assert C.lo_min(fp4spec.get_accumulator("exact")) == -149
-    # every certified model keeps F >= 23, which the proof needs
+def test_lo_min_and_exponent_excess():
+    """The proof's condition F >= 23 + D holds for every certified model and scheme pair the
+    kernel takes (D from the formats, as the emulator assigns exponents), with the bits that
+    are known: E2M1 products overstate by 2, UE4M3 subnormal scales by 3 each."""
+    from fp4spec.matmul_operands import check_operands
+    from fp4spec.conformance.matmul_properties import make_operand
+
+    e2m1 = fp4spec.get_scheme("mxfp4")
+    assert C.exponent_excess(fp4spec.get_accumulator("sm100-mxf8f6f4"), e2m1, e2m1) == 2
+    nv = fp4spec.get_scheme("nvfp4")
+    assert C.exponent_excess(fp4spec.get_accumulator("sm100-mxf4nvf4"), nv, nv) == 2 + 6
+    assert C.exponent_excess(fp4spec.get_accumulator("sm90-bf16"), nv, nv) == 0
+    assert C.lo_min(fp4spec.get_accumulator("sm100-mxf4nvf4"), nv, nv) == -149
+    assert C.lo_min(fp4spec.get_accumulator("exact"), nv, nv) == -149
     for name in C.CERTIFIED:
         m = fp4spec.get_accumulator(name)
-        assert m.algorithm in ("exact", "fma") or m.frac_bits >= 23
+        for spec in G.SCHEMES:
+            sch = fp4spec.get_scheme(spec)
+            q = make_operand(np.zeros((16, sch.block_size * 4), np.uint8), np.zeros((16, 4), np.uint8), sch)
+            try:
+                check_operands(m, q, q)
+            except ValueError:
+                continue  # the model does not take the scheme
+            assert m.algorithm in ("exact", "fma") or m.frac_bits >= 23 + C.exponent_excess(m, sch, sch), (name, spec)
+            assert C.lo_min(m, sch, sch) <= -139
+    # a model whose F is too small for its terms certifies nothing
+    tight = fp4spec.get_accumulator("sm100-mxf8f6f4").__class__(**{
+        **{f: getattr(fp4spec.get_accumulator("sm100-mxf8f6f4"), f) for f in ("name", "algorithm", "scales", "k_step",
+                                                                           "group_size", "final_rounding", "e_zero")},
+        "frac_bits": 24})
+    assert C.lo_min(tight, e2m1, e2m1) == 1 << 20
 
 
 @interp_only
@@ -234,3 +258,28 @@ def test_gpu_families_and_random(model_name):
             got = fp4spec.matmul(qa, qb, accumulator=model_name)
         want = fp4spec.matmul(qa.to_numpy(), qb.to_numpy(), accumulator=model_name)
         assert_bits(got, want, f"{model_name} random {name}")
+
+
+def test_triton_refuses_formats_its_kernel_does_not_take():
+    from fp4spec.backends.triton import TritonBackend
+
+    be = TritonBackend.__new__(TritonBackend)
+    q4 = fp4spec.quantize(np.ones((4, 64), np.float32), "nvfp4")
+    q0 = fp4spec.quantize(np.ones((4, 64), np.float32), "nvint4_e0m3")
+    assert be.why_matmul_unsupported(q4, q4) == ""
+    assert "e0m3" in be.why_matmul_unsupported(q0, q0)
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_operands_the_kernel_does_not_take_run_on_the_emulator():
+    """E0M3 operands under sm100-mxf4nvf4 on CUDA: auto runs the emulator (with the warning),
+    not the triton GEMM (which would refuse them)."""
+    from fp4spec.api import MatmulOnHostWarning
+
+    x = torch.randn(32, 64, device="cuda")
+    q = fp4spec.quantize(x, "nvint4_e0m3")
+    with pytest.warns(MatmulOnHostWarning):
+        got = fp4spec.matmul(q, q, accumulator="sm100-mxf4nvf4")
+    want = fp4spec.matmul(q.to_numpy(), q.to_numpy(), accumulator="sm100-mxf4nvf4")
+    assert_bits(got, want, "e0m3")
