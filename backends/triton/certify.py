@@ -1,12 +1,14 @@
 """Other accumulator models on Hopper's bf16 tensor cores, bit for bit, by certificate.
 
-The triton GEMM computes ``sm90-bf16`` (:mod:`.gemm`). For the models ``exact``, ``fp32``,
-``sm100-mxf4nvf4`` and ``sm100-mxf8f6f4`` it runs the same kernel and proves, per output,
-that the result is also theirs; outputs it cannot prove are recomputed by the emulator on
-the CPU (with a :class:`~fp4spec.backends.base.HostFallbackWarning` that counts them). On
-typical data (random or trained FP4 operands) every output is proved and the GEMM runs at
-the bf16 kernel's speed; adversarial data (scales 2^-127 beside 2^127, exact cancellations at
-the truncation width, subnormal results) goes to the emulator.
+The triton GEMM computes ``sm90-bf16`` (:mod:`.gemm`). For ``exact`` and ``fp32`` it runs
+the same kernel and proves, per output, that the result is also theirs (the certificate
+below); for ``sm100-mxf4nvf4`` and ``sm100-mxf8f6f4`` a step kernel adds each model step's
+exact dot product to the accumulator with one round-toward-zero addition, where it proves
+the model's truncation drops nothing (the step kernel, below). Outputs neither can prove are
+recomputed by the emulator on the CPU (with a :class:`~fp4spec.backends.base.HostFallbackWarning`
+that counts them). On typical data (random or trained FP4 operands) every output is proved;
+adversarial data (scales 2^-127 beside 2^127, exact cancellations at the truncation width,
+subnormal results) goes to the emulator.
 
 **The certificate.** For row i of A let ``la_i`` be a lower bound of the lsb exponent of its
 nonzero values (element lsb + the block scale's lsb: every value ``element * scale`` is a
@@ -63,6 +65,34 @@ induction), and the results agree before the epilogue, which is the same ``fp32(
 in every model (``exact``: ``RNE(sum * g)``, the same number since the sum is a float32).
 NaN and Inf never pass (their squares are not finite). The bound holds whatever order the
 hardware sums in, so the certificate does not depend on Hopper's internal order either.
+
+**The step kernel** (:mod:`.kernels.gemm_steps`) computes the ``fdpa`` models with block
+scales (``sm100-mxf4nvf4``, ``sm100-mxf8f6f4``) when their partial sums need more than 24
+bits -- typical for NVFP4, whose products carry up to 12 significant bits -- one model step
+(k_step elements of K) at a time:
+
+S1. Per output, once: lo = la_i + lb_j; V = max(ha_i + hb_j, e_zero) with ha the row's largest
+    *assigned* term exponent (the scales' exponents for ``group`` terms, plus the element
+    format's largest for ``product`` terms); proceed only if (a) lo + F >= V, (d)
+    na_i nb_j < 2^min(lo + 24, 128) (na now over K tiles of one step) and lo >= -149; c, if
+    given, a finite multiple of 2^lo (not -0). Else the output is NaN (recomputed).
+S2. Per step: (c) the accumulator's exponent at most lo + F, else NaN.
+S3. D = the step's dot product from a fresh MMA; acc = RZ(acc + D), one IEEE
+    round-toward-zero addition (``add.rz.f32``; TwoSum under the interpreter).
+S4. |acc| at the largest float32 or above: NaN (the model's Inf, or an RZ that saturated).
+S5. The epilogue of the models, ``fp32(acc * g)``.
+
+Proof that a non-NaN output is the model's. D is exact: each product is exact and, by (d)
+and Cauchy-Schwarz, every partial sum of the step's products is a multiple of 2^lo below
+2^(lo+24), so Hopper's chain of k = 16 instructions computes them exactly (the argument of
+the theorem, F = 25). By induction the accumulator entering a step is a multiple of 2^lo: c
+by S1; a step's result RZ(S) of a multiple S of 2^lo is S itself when |S| < 2^(lo+24), else
+at least 2^(lo+24) in magnitude, with an ulp of at least 2^(lo+1). The model's step aligns
+the accumulator and its terms to e_max = max(e(acc), assigned exponents, e_zero) <=
+max(lo + F, V) = lo + F by (c) and (a), and truncates below 2^(e_max - F) <= 2^lo: no bit of
+the terms (sums of products, multiples of 2^lo) or of the accumulator is dropped, so its
+exact sum is acc + D and its result RZ(acc + D), which S3 computes; an exact zero is +0 in
+both. S4 leaves the overflowing sums to the emulator.
 
 The statistics come from one pass over the bf16 operand values
 (:func:`.kernels.gemm.operand_stats_kernel`; exact: the ``sm90-bf16`` operands equal
@@ -160,9 +190,21 @@ def element_lsb(element) -> int:
     return min(out)
 
 
-def operand_stats(x, scales, scheme, sb: int):
+def element_emax(element) -> int:
+    """The largest exponent the emulator assigns a nonzero value of the format (its format's
+    minimum normal exponent for subnormals)."""
+    from fp4spec.accumulator_models import format_carrier
+
+    vals = np.abs(np.asarray(element.values, np.float64))
+    vals = vals[np.isfinite(vals) & (vals > 0)]
+    return int(max(np.max(np.floor(np.log2(vals))), format_carrier(element).emin))
+
+
+def operand_stats(x, scales, scheme, sb: int, terms: str | None = None):
     """(la int32 (R,), na float32 (R,)) of an operand (:func:`.kernels.gemm.operand_stats_kernel`):
-    x its bf16 values (R x K, or their int16 bit patterns), scales its scale codes."""
+    x its bf16 values (R x K, or their int16 bit patterns), scales its scale codes. With
+    ``terms`` (``"group"`` or ``"product"``, the model's terms), also ha int32 (R,): the rows'
+    largest assigned term exponent (scale exponent, plus the element's largest for products)."""
     import torch
     import triton
 
@@ -171,12 +213,14 @@ def operand_stats(x, scales, scheme, sb: int):
     r, k = x.shape
     la = torch.empty(r, dtype=torch.int32, device=x.device)
     na = torch.empty(r, dtype=torch.float32, device=x.device)
+    ha = torch.empty(r if terms else 1, dtype=torch.int32, device=x.device)
     bits = x.view(torch.int16)
     gk.operand_stats_kernel[(triton.cdiv(r, STATS_ROWS),)](
-        bits, scales, la, na, r, k, bits.stride(0), scales.stride(0), BR=STATS_ROWS, SB=sb,
+        bits, scales, la, na, ha, r, k, bits.stride(0), scales.stride(0), BR=STATS_ROWS, SB=sb,
         BLOCK=scheme.block_size, SCALE=1 if scheme.scale.name == "ue4m3" else 0, ELSB=element_lsb(scheme.element),
-        LSB_MIN=LSB_MIN, num_warps=4)
-    return la, na
+        LSB_MIN=LSB_MIN, HA={None: 0, "group": 1, "product": 2}[terms],
+        EMAX=element_emax(scheme.element) if terms == "product" else 0, num_warps=4)
+    return (la, na, ha) if terms else (la, na)
 
 
 def certifier(model, scheme_a, scheme_b):
@@ -196,6 +240,45 @@ def certifier(model, scheme_a, scheme_b):
         return Certificate(la, lb, na, nb, bad, low)
 
     return certify
+
+
+def stepped(model) -> bool:
+    """True for the models the step kernel computes (``fdpa`` with block scales in the terms)."""
+    return model.algorithm == "fdpa" and model.scales in ("group", "product")
+
+
+def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, small: bool = False):
+    """C = A . B^T (+ c) under a fused-step model (:func:`stepped`) by the step kernel: xa, xb
+    the operands' bf16 values (:func:`.gemm.dequantize_bf16`), scale codes beside them, g the
+    float32 tensor-scale product (a one-element tensor) or None, c None or float32 (M, N).
+    Returns (out float32 (M, N), the :class:`Certificate` with ``bad`` per tile, (BM, BN,
+    GROUP_M)). ``small``: 64 x 64 tiles (else 128 x 128)."""
+    import torch
+    import triton
+
+    from .capability import interpret
+    from .kernels import gemm_steps as gs
+
+    sa, sb = schemes
+    k = xa.shape[1]
+    step = model.k_step
+    la, na, ha = operand_stats(xa, a_scales, sa, step, model.scales)
+    lb, nb, hb = operand_stats(xb, b_scales, sb, step, model.scales)
+    m, n = xa.shape[0], xb.shape[0]
+    bm = bn = 64 if small else 128
+    group_m = 8
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    bad = torch.zeros(tiles, dtype=torch.int32, device=xa.device)
+    out = torch.empty((m, n), dtype=torch.float32, device=xa.device)
+    interp = interpret()
+    ia, ib = (xa.view(torch.int16), xb.view(torch.int16)) if interp else (xa, xb)
+    nan = model.nan_bits - (1 << 32) if model.nan_bits >= 1 << 31 else model.nan_bits
+    gs.gemm_steps_kernel[(tiles,)](
+        ia, ib, out if c is None else c, out if g is None else g, out.view(torch.int32), la, lb, ha, hb, na, nb, bad,
+        m, n, k, k, k, 0 if c is None else c.stride(0), out.stride(0), model.frac_bits, model.e_zero, INFLATE,
+        BM=bm, BN=bn, BK=step, GROUP_M=group_m, HAS_C=c is not None, HAS_G=g is not None, NAN=nan,
+        DOT_F32=interp, RZ_ASM=not interp, num_warps=4 if small else 8, num_stages=3)
+    return out, Certificate(la, lb, na, nb, bad, -149), (bm, bn, group_m)
 
 
 def tile_blocks(bad, m: int, n: int, bm: int, bn: int, group_m: int) -> dict:
@@ -243,5 +326,5 @@ def fill_uncertified(out, cert: Certificate, qa, qb, model, ops, bm: int, bn: in
     return count
 
 
-__all__ = ["CERTIFIED", "INFLATE", "exponent_excess", "LSB_MIN", "NEVER", "Certificate", "certifier", "element_lsb", "fill_uncertified",
+__all__ = ["CERTIFIED", "INFLATE", "element_emax", "exponent_excess", "matmul_steps", "stepped", "LSB_MIN", "NEVER", "Certificate", "certifier", "element_lsb", "fill_uncertified",
            "lo_min", "operand_stats", "tile_blocks"]

@@ -379,6 +379,13 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
     return out if cert is None else (out, cert)
 
 
+def certify_steps(model) -> bool:
+    """True for the models the step kernel computes (:func:`.certify.stepped`)."""
+    from .certify import stepped
+
+    return stepped(model)
+
+
 def _tile(cfg: TileConfig, m: int, n: int) -> tuple[int, int]:
     """(BM, BN) of a launch: the configuration's, shrunk to small M, N unless any_shape."""
     if cfg.any_shape:
@@ -464,6 +471,17 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     if model.name == "sm90-bf16":
         out = matmul_packed(pa, sa, pb, sb, (qa.scheme, qb.scheme), g=ops.g, c=ct, out_dtype=out_dtype,
                             config=config, **tile_config)
+    elif certify_steps(model):  # the step kernel; unproved tiles by the emulator
+        from . import certify
+
+        if out_dtype not in (None, torch.float32):
+            raise BackendError(f"out_dtype: {model.name!r} results are float32 (bf16 output is sm90-bf16's option)")
+        small = ops.m * ops.n * ops.k_padded <= DEFAULT_CONFIG.gemm_small_macs
+        xa = dequantize_bf16(pa, sa, qa.scheme, any_shape=small)
+        xb = dequantize_bf16(pb, sb, qb.scheme, any_shape=small)
+        out, cert, (bm, bn, group_m) = certify.matmul_steps(xa, sa, xb, sb, (qa.scheme, qb.scheme), model,
+                                                            g=_g_tensor(ops.g, pa.device), c=ct, small=small)
+        certify.fill_uncertified(out, cert, qa, qb, model, ops, bm, bn, group_m)
     else:  # the same kernel with a certificate; uncertified tiles by the emulator
         from . import certify
 

@@ -186,19 +186,22 @@ def test_random_data_is_certified(model_name):
 
 
 @interp_only
-def test_some_tiles_fall_back():
+@pytest.mark.parametrize("model_name,rows,tile,count", [("exact", 40, SMALL, "576 of 1440"),
+                                                         ("sm100-mxf4nvf4", 130, {}, "2304 of 4680")])
+def test_some_tiles_fall_back(model_name, rows, tile, count):
     """A NaN scale in one row of A: only that row's tiles go to the emulator (the tile order
-    is inverted correctly), and the result is the model's."""
+    is inverted correctly), and the result is the model's; the certificate's tiles (16 x 16
+    here) and the step kernel's (64 x 64 for small GEMMs)."""
     rng = np.random.default_rng(5)
-    a = rng.standard_normal((40, 64)).astype(np.float32)
+    a = rng.standard_normal((rows, 64)).astype(np.float32)
     b = rng.standard_normal((36, 64)).astype(np.float32)
     qa, qb = fp4spec.quantize(a, "mxfp4"), fp4spec.quantize(b, "mxfp4")
     scales = np.array(qa.scales)
     scales[21, 1] = 0xFF
     qa = qa.replace(scales=scales)
-    want = fp4spec.matmul(qa, qb, accumulator="sm100-mxf4nvf4")
-    with G.interpreter_model_dot(), pytest.warns(HostFallbackWarning, match="576 of 1440 outputs"):
-        got = G.matmul(qa, qb, accumulator="sm100-mxf4nvf4", **SMALL)
+    want = fp4spec.matmul(qa, qb, accumulator=model_name)
+    with G.interpreter_model_dot(), pytest.warns(HostFallbackWarning, match=f"{count} outputs"):
+        got = G.matmul(qa, qb, accumulator=model_name, **tile)
     assert_bits(got, want, "nan row")
 
 
@@ -209,9 +212,10 @@ def test_a_certificate_that_proves_everything_is_caught(monkeypatch):
     families must then show outputs that are the sm90 chain's, not the model's."""
     real = C.operand_stats
 
-    def everything(x, scales, scheme, chunk):
-        la, na = real(x, scales, scheme, chunk)
-        return torch.zeros_like(la), torch.zeros_like(na)
+    def everything(x, scales, scheme, chunk, terms=None):
+        out = real(x, scales, scheme, chunk, terms)
+        fake = (torch.full_like(out[0], 1 << 19), torch.zeros_like(out[1]))
+        return fake + ((torch.full_like(out[2], -(1 << 19)),) if terms else ())
 
     monkeypatch.setattr(C, "operand_stats", everything)
     monkeypatch.setattr(C, "INFLATE", 0.0)
@@ -220,7 +224,7 @@ def test_a_certificate_that_proves_everything_is_caught(monkeypatch):
         warnings.simplefilter("ignore", HostFallbackWarning)
         for model_name in C.CERTIFIED:
             for family in ("wide_scales", "cancellation", "truncation", "subnormal", "alignment"):
-                for name, case in cases(model_name, family, [(8, 8, 128)], seed0=11):
+                for name, case in cases(model_name, family, [(8, 8, 128), (16, 16, 256)], seed0=0):
                     want = fp4spec.matmul(case.qa, case.qb, accumulator=model_name, c=case.c)
                     got = G.matmul(case.qa, case.qb, accumulator=model_name, c=case.c, **SMALL)
                     if not np.array_equal(bits(got), bits(want)):

@@ -280,21 +280,26 @@ def dequant_bf16_kernel(p_ptr, s_ptr, out_ptr, R, KB, sp, ss, so,
 
 
 @triton.jit
-def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, R, K, sx, ss, BR: tl.constexpr, SB: tl.constexpr,
-                         BLOCK: tl.constexpr, SCALE: tl.constexpr, ELSB: tl.constexpr, LSB_MIN: tl.constexpr):
+def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, R, K, sx, ss, BR: tl.constexpr, SB: tl.constexpr,
+                         BLOCK: tl.constexpr, SCALE: tl.constexpr, ELSB: tl.constexpr, LSB_MIN: tl.constexpr,
+                         HA: tl.constexpr, EMAX: tl.constexpr):
     """The certificate's row statistics (:mod:`..certify`) of a bf16 operand (x: int16 bit
     patterns, R x K, row stride sx; s: scale codes, row stride ss): na[r] = the largest
     Euclidean norm over the row's K tiles of SB elements (float32: sums of SB squares, then a
     square root; the certificate's ``inflate`` covers their rounding); la[r] = the smallest
     lsb exponent of the row's nonzero blocks (scale lsb + ELSB: E8M0 ``s - 127``, UE4M3 bit 7
     ignored, ``e - 10`` or -9 for e = 0), or -2^20 where a value is NaN or Inf, a square
-    overflows, or la < LSB_MIN (never certified); 2^20 for a row of zeros."""
+    overflows, or la < LSB_MIN (never certified); 2^20 for a row of zeros. HA: also ha[r] =
+    the largest assigned exponent of the row's nonzero blocks' scales (E8M0 ``s - 127``, UE4M3
+    ``e - 7`` or -6 for e = 0), plus EMAX (the element format's largest assigned exponent)
+    where HA == 2; -2^20 for a row of zeros."""
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     rmask = rows < R
     r64 = rows.to(tl.int64)
     NB: tl.constexpr = SB // BLOCK
     best = tl.zeros((BR,), tl.float32)
     lsb = tl.full((BR,), 1 << 20, tl.int32)
+    hi = tl.full((BR,), -(1 << 20), tl.int32)
     never = tl.zeros((BR,), tl.int32)
     for k0 in range(0, K, SB):
         cols = k0 + tl.arange(0, SB)
@@ -311,12 +316,18 @@ def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, R, K, sx, ss, BR: tl.cons
         if SCALE == 1:
             e = (sc & 0x7F) >> 3
             bl = tl.where(e == 0, -9, e - 10)
+            bh = tl.where(e == 0, -6, e - 7)
         else:
             bl = sc - 127
+            bh = sc - 127
         lsb = tl.minimum(lsb, tl.min(tl.where(nz, bl + ELSB, 1 << 20), axis=1))
+        if HA > 0:
+            hi = tl.maximum(hi, tl.max(tl.where(nz, bh + EMAX, -(1 << 20)), axis=1))
     la = tl.where((never != 0) | (lsb < LSB_MIN), -(1 << 20), lsb)
     tl.store(la_ptr + rows, la, mask=rmask)
     tl.store(na_ptr + rows, tl.sqrt_rn(best), mask=rmask)
+    if HA > 0:
+        tl.store(ha_ptr + rows, hi, mask=rmask)
 
 
 def _jit_pair(fn, shape_args):
