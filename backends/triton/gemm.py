@@ -479,8 +479,9 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
         small = ops.m * ops.n * ops.k_padded <= DEFAULT_CONFIG.gemm_small_macs
         xa = dequantize_bf16(pa, sa, qa.scheme, any_shape=small)
         xb = dequantize_bf16(pb, sb, qb.scheme, any_shape=small)
+        c_in = ct if ct is None or ct.is_contiguous() else ct.contiguous()
         out, cert, (bm, bn, group_m) = certify.matmul_steps(xa, sa, xb, sb, (qa.scheme, qb.scheme), model,
-                                                            g=_g_tensor(ops.g, pa.device), c=ct, small=small)
+                                                            g=_g_tensor(ops.g, pa.device), c=c_in, small=small)
         certify.fill_uncertified(out, cert, qa, qb, model, ops, bm, bn, group_m)
     else:  # the same kernel with a certificate; uncertified tiles by the emulator
         from . import certify
