@@ -320,11 +320,11 @@ def fill_uncertified(out, cert: Certificate, qa, qb, model, ops, bm: int, bn: in
         out[r[:, None], cidx[None, :]] = torch.from_numpy(block).to(out.device)
         count += len(rows) * len(cols)
     warnings.warn(HostFallbackWarning(
-        f"matmul: {count} of {m * n} outputs under {model.name!r} could not be certified exact on the GPU (their "
-        f"operands' values span too wide a range, or are NaN, Inf or below 2^-60) and were computed by the CPU "
-        f"emulator"), stacklevel=3)
+        f"matmul: {count} of {m * n} outputs under {model.name!r} could not be proved on the GPU (the operands' "
+        f"values span too wide a range, or are NaN, Inf or below 2^-60, or a sum overflows) and were computed by "
+        f"the CPU emulator"), stacklevel=3)
     return count
 
 
-__all__ = ["CERTIFIED", "INFLATE", "element_emax", "exponent_excess", "matmul_steps", "stepped", "LSB_MIN", "NEVER", "Certificate", "certifier", "element_lsb", "fill_uncertified",
-           "lo_min", "operand_stats", "tile_blocks"]
+__all__ = ["CERTIFIED", "INFLATE", "LSB_MIN", "NEVER", "Certificate", "certifier", "element_emax", "element_lsb",
+           "exponent_excess", "fill_uncertified", "lo_min", "matmul_steps", "operand_stats", "stepped", "tile_blocks"]
