@@ -165,6 +165,24 @@ def _dot_step(a_ptr, as_ptr, b_ptr, bs_ptr, ra, rb, k0, sam, sas, sbn, sbs, acc,
 
 
 @triton.jit
+def tile_indices(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """(rows, columns, rows mod M as int64, columns mod N as int64, the in-range mask) of
+    output tile ``pid`` in the grouped order (GROUP_M rows of tiles share B tiles in L2;
+    :func:`..certify.tile_blocks` inverts it)."""
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    per_group = GROUP_M * num_n
+    first_m = (pid // per_group) * GROUP_M
+    size_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % size_m
+    pid_n = (pid % per_group) // size_m
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    omask = (rm[:, None] < M) & (rn[None, :] < N)
+    return rm, rn, (rm % M).to(tl.int64), (rn % N).to(tl.int64), omask
+
+
+@triton.jit
 def _cert_fail_rows(mx, c_ptr, ra, rb, rm64, rn, scm, omask, la_ptr, lb_ptr, na_ptr, nb_ptr, lo_min, inflate,
                     HAS_C: tl.constexpr):
     """Per tile row, whether any output lacks the certificate of :mod:`..certify`:
@@ -209,18 +227,7 @@ def gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, g_ptr, out_ptr, zero, M, N,
     per output). The result is computed as without CERT.
     """
     pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    per_group = GROUP_M * num_n
-    first_m = (pid // per_group) * GROUP_M
-    size_m = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % size_m
-    pid_n = (pid % per_group) // size_m
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    ra = (rm % M).to(tl.int64)
-    rb = (rn % N).to(tl.int64)
-    omask = (rm[:, None] < M) & (rn[None, :] < N)
+    rm, rn, ra, rb, omask = tile_indices(pid, M, N, BM, BN, GROUP_M)
     rm64 = rm.to(tl.int64)
     if HAS_C:
         acc = tl.load(c_ptr + rm64[:, None] * scm + rn[None, :], mask=omask, other=0.0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .gemm import _as_dot_operand
+from .gemm import _as_dot_operand, tile_indices
 
 
 @triton.jit
@@ -49,18 +49,7 @@ def gemm_steps_kernel(a_ptr, b_ptr, c_ptr, g_ptr, out_ptr, la_ptr, lb_ptr, ha_pt
     operands' values; la/lb, ha/hb, na/nb the rows' statistics; ``bad_ptr[pid]`` gets 1 when
     an output of the tile is not proved (its value here is then NaN)."""
     pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    per_group = GROUP_M * num_n
-    first_m = (pid // per_group) * GROUP_M
-    size_m = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % size_m
-    pid_n = (pid % per_group) // size_m
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    ra = (rm % M).to(tl.int64)
-    rb = (rn % N).to(tl.int64)
-    omask = (rm[:, None] < M) & (rn[None, :] < N)
+    rm, rn, ra, rb, omask = tile_indices(pid, M, N, BM, BN, GROUP_M)
     rm64 = rm.to(tl.int64)
     la = tl.load(la_ptr + ra)
     lb = tl.load(lb_ptr + rb)
