@@ -247,12 +247,14 @@ def stepped(model) -> bool:
     return model.algorithm == "fdpa" and model.scales in ("group", "product")
 
 
-def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, small: bool = False):
+def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, small: bool = False,
+                 tile: int | None = None, num_warps: int | None = None, rz_asm: bool | None = None):
     """C = A . B^T (+ c) under a fused-step model (:func:`stepped`) by the step kernel: xa, xb
     the operands' bf16 values (:func:`.gemm.dequantize_bf16`), scale codes beside them, g the
     float32 tensor-scale product (a one-element tensor) or None, c None or float32 (M, N).
     Returns (out float32 (M, N), the :class:`Certificate` with ``bad`` per tile, (BM, BN,
-    GROUP_M)). ``small``: 64 x 64 tiles (else 128 x 128)."""
+    GROUP_M)). ``small``: 64 x 64 tiles (else 128 x 128); ``tile``, ``num_warps``, ``rz_asm``:
+    overrides for benchmarks (the bits do not depend on them)."""
     import torch
     import triton
 
@@ -265,7 +267,7 @@ def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, 
     la, na, ha = operand_stats(xa, a_scales, sa, step, model.scales)
     lb, nb, hb = operand_stats(xb, b_scales, sb, step, model.scales)
     m, n = xa.shape[0], xb.shape[0]
-    bm = bn = 64 if small else 128
+    bm = bn = tile or (64 if small else 128)
     group_m = 8
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     bad = torch.zeros(tiles, dtype=torch.int32, device=xa.device)
@@ -277,7 +279,8 @@ def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, 
         ia, ib, out if c is None else c, out if g is None else g, out.view(torch.int32), la, lb, ha, hb, na, nb, bad,
         m, n, k, k, k, 0 if c is None else c.stride(0), out.stride(0), model.frac_bits, model.e_zero, INFLATE,
         BM=bm, BN=bn, BK=step, GROUP_M=group_m, HAS_C=c is not None, HAS_G=g is not None, NAN=nan,
-        DOT_F32=interp, RZ_ASM=not interp, num_warps=4 if small else 8, num_stages=3)
+        DOT_F32=interp, RZ_ASM=(not interp) if rz_asm is None else rz_asm,
+        num_warps=num_warps or (4 if bm <= 64 else 8), num_stages=3)
     return out, Certificate(la, lb, na, nb, bad, -149), (bm, bn, group_m)
 
 
@@ -309,6 +312,8 @@ def fill_uncertified(out, cert: Certificate, qa, qb, model, ops, bm: int, bn: in
     na_, nb_ = qa.to_numpy() if qa.is_torch else qa, qb.to_numpy() if qb.is_torch else qb
     if ops.c is not None and hasattr(ops.c, "cpu"):
         ops = dataclasses.replace(ops, c=ops.c.detach().cpu().numpy())
+    if ops.g is not None and hasattr(ops.g, "cpu"):  # device operands carry g as a device tensor
+        ops = dataclasses.replace(ops, g=np.float32(ops.g.detach().cpu().reshape(()).item()))
     count = 0
     m, n = out.shape
     for tm, tns in tile_blocks(bad, m, n, bm, bn, group_m).items():

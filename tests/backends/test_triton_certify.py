@@ -243,7 +243,11 @@ def test_backend_claims():
 @pytest.mark.parametrize("model_name", C.CERTIFIED)
 def test_gpu_families_and_random(model_name):
     """On the H200: every family through ``fp4spec.matmul`` on CUDA operands (the backend's
-    default configurations), and a random 2048 x 1024 x 4096 problem compared on every output."""
+    default configurations), and a random 2048 x 1024 x 4096 problem compared on every output,
+    proved on the device without the emulator for the sm100 models (the step kernel); for
+    ``exact`` and ``fp32`` (MXFP4 only: NVFP4's exact sums at this K need more than float32's
+    24 bits, which the certificate cannot prove) the few tiles the certificate leaves to the
+    emulator are allowed (on the H200, 4 of 128 tiles for fp32)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", HostFallbackWarning)
         for family in FAMILIES:
@@ -253,12 +257,12 @@ def test_gpu_families_and_random(model_name):
                 c = None if case.c is None else torch.from_numpy(np.asarray(case.c)).cuda()
                 assert_bits(fp4spec.matmul(qa, qb, accumulator=model_name, c=c), want, f"{model_name} {family} {name}")
     g = torch.Generator(device="cuda").manual_seed(0)
-    for name in SCHEMES[model_name][:2]:
+    for name in SCHEMES[model_name][:2] if model_name.startswith("sm100") else ["mxfp4"]:
         a = torch.randn(2048, 4096, device="cuda", generator=g, dtype=torch.bfloat16)
         b = torch.randn(1024, 4096, device="cuda", generator=g, dtype=torch.bfloat16)
         qa, qb = fp4spec.quantize(a, name), fp4spec.quantize(b, name)
         with warnings.catch_warnings():
-            warnings.simplefilter("error", HostFallbackWarning)
+            warnings.simplefilter("error" if model_name.startswith("sm100") else "ignore", HostFallbackWarning)
             got = fp4spec.matmul(qa, qb, accumulator=model_name)
         want = fp4spec.matmul(qa.to_numpy(), qb.to_numpy(), accumulator=model_name)
         assert_bits(got, want, f"{model_name} random {name}")
@@ -287,3 +291,16 @@ def test_gpu_operands_the_kernel_does_not_take_run_on_the_emulator():
         got = fp4spec.matmul(q, q, accumulator="sm100-mxf4nvf4")
     want = fp4spec.matmul(q.to_numpy(), q.to_numpy(), accumulator="sm100-mxf4nvf4")
     assert_bits(got, want, "e0m3")
+
+
+@interp_only
+def test_fallback_with_torch_operands_and_tensor_scales():
+    """Torch operands carry g (and c) as tensors; the emulator fallback reads them on the CPU."""
+    case = GENERATORS["wide_scales"](np.random.default_rng(3), fp4spec.get_accumulator("sm100-mxf4nvf4"),
+                                     fp4spec.get_scheme("nvfp4"), 8, 8, 128)
+    want = fp4spec.matmul(case.qa, case.qb, accumulator="sm100-mxf4nvf4", c=case.c)
+    c = None if case.c is None else torch.from_numpy(np.asarray(case.c))
+    with G.interpreter_model_dot(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", HostFallbackWarning)
+        got = G.matmul(case.qa.to_torch("cpu"), case.qb.to_torch("cpu"), accumulator="sm100-mxf4nvf4", c=c)
+    assert_bits(got, want, "torch operands")
