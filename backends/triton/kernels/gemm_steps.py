@@ -93,5 +93,8 @@ def gemm_steps_kernel(a_ptr, b_ptr, c_ptr, g_ptr, out_ptr, la_ptr, lb_ptr, ha_pt
     tl.store(out_ptr + rm64[:, None] * som + rn[None, :], bits, mask=omask)
 
 
-gemm_steps_kernel = triton.jit(gemm_steps_kernel, do_not_specialize=["M", "N", "K", "sam", "sbn", "scm", "som", "F",
-                                                                     "EZ"])
+# M, N, the c and output strides and the model's constants are plain runtime ints (one compile
+# for every shape); K and the operand strides (multiples of the step, so of 16) are
+# specialised: without their divisibility Triton cannot prove the operand loads aligned and
+# does not pipeline them (no async copies in the TTGIR, every step waits for its loads).
+gemm_steps_kernel = triton.jit(gemm_steps_kernel, do_not_specialize=["M", "N", "scm", "som", "F", "EZ"])
