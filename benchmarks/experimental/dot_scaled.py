@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from fp4spec.backends.triton.gemm import NAN_BITS, _check_packed
+from fp4spec.backends.triton.kernels.gemm import tile_indices
 
 
 @triton.jit
@@ -20,19 +21,7 @@ def dot_scaled_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, out_ptr, zero, M, N, 
     """Experiment, not claimed: the same GEMM through ``tl.dot_scaled`` (E2M1 x E2M1, E8M0
     blocks of 32; Triton upcasts to bf16 on Hopper). Compared with the model by the
     benchmark only."""
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    per_group = GROUP_M * num_n
-    first_m = (pid // per_group) * GROUP_M
-    size_m = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % size_m
-    pid_n = (pid % per_group) // size_m
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    ra = (rm % M).to(tl.int64)
-    rb = (rn % N).to(tl.int64)
-    omask = (rm[:, None] < M) & (rn[None, :] < N)
+    rm, rn, ra, rb, omask = tile_indices(tl.program_id(0), M, N, BM, BN, GROUP_M)
     rm64 = rm.to(tl.int64)
     if HAS_C:
         acc = tl.load(c_ptr + rm64[:, None] * scm + rn[None, :], mask=omask, other=0.0)
