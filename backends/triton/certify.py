@@ -316,20 +316,20 @@ def fill_uncertified(out, cert: Certificate, qa, qb, model, ops, bm: int, bn: in
         ops = dataclasses.replace(ops, c=ops.c.detach().cpu().numpy())
     if ops.g is not None and hasattr(ops.g, "cpu"):  # device operands carry g as a device tensor
         ops = dataclasses.replace(ops, g=np.float32(ops.g.detach().cpu().reshape(()).item()))
-    count = 0
     m, n = out.shape
-    for tm, tns in tile_blocks(bad, m, n, bm, bn, group_m).items():
+    blocks = tile_blocks(bad, m, n, bm, bn, group_m)
+    count = sum(min(bm, m - tm * bm) * sum(min(bn, n - t * bn) for t in tns) for tm, tns in blocks.items())
+    warnings.warn(HostFallbackWarning(  # before the work: it can take the CPU a while
+        f"matmul: {count} of {m * n} outputs under {model.name!r} could not be proved on the GPU (partial sums "
+        f"beyond float32's 24 bits where the model needs them exact, operand values spanning too wide a range, "
+        f"NaN, Inf or values below 2^-60, or an overflowing sum); the CPU emulator computes them"), stacklevel=3)
+    for tm, tns in blocks.items():
         rows = np.arange(tm * bm, min(m, (tm + 1) * bm))
         cols = np.concatenate([np.arange(t * bn, min(n, (t + 1) * bn)) for t in sorted(tns)])
         block = matmul_block(na_, nb_, model, ops, rows, cols)
         r = torch.as_tensor(rows, device=out.device)
         cidx = torch.as_tensor(cols, device=out.device)
         out[r[:, None], cidx[None, :]] = torch.from_numpy(block).to(out.device)
-        count += len(rows) * len(cols)
-    warnings.warn(HostFallbackWarning(
-        f"matmul: {count} of {m * n} outputs under {model.name!r} could not be proved on the GPU (the operands' "
-        f"values span too wide a range, or are NaN, Inf or below 2^-60, or a sum overflows) and were computed by "
-        f"the CPU emulator"), stacklevel=3)
     return count
 
 
