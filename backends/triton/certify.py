@@ -311,7 +311,7 @@ def fill_uncertified(out, cert: Certificate, qa, qb, model, ops, bm: int, bn: in
     bad = cert.bad.cpu().numpy()
     if not bad.any():
         return 0
-    na_, nb_ = qa.to_numpy() if qa.is_torch else qa, qb.to_numpy() if qb.is_torch else qb
+    host_a, host_b = (q.to_numpy() if q.is_torch else q for q in (qa, qb))
     if ops.c is not None and hasattr(ops.c, "cpu"):
         ops = dataclasses.replace(ops, c=ops.c.detach().cpu().numpy())
     if ops.g is not None and hasattr(ops.g, "cpu"):  # device operands carry g as a device tensor
@@ -326,7 +326,7 @@ def fill_uncertified(out, cert: Certificate, qa, qb, model, ops, bm: int, bn: in
     for tm, tns in blocks.items():
         rows = np.arange(tm * bm, min(m, (tm + 1) * bm))
         cols = np.concatenate([np.arange(t * bn, min(n, (t + 1) * bn)) for t in sorted(tns)])
-        block = matmul_block(na_, nb_, model, ops, rows, cols)
+        block = matmul_block(host_a, host_b, model, ops, rows, cols)
         r = torch.as_tensor(rows, device=out.device)
         cidx = torch.as_tensor(cols, device=out.device)
         out[r[:, None], cidx[None, :]] = torch.from_numpy(block).to(out.device)

@@ -379,13 +379,6 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
     return out if cert is None else (out, cert)
 
 
-def certify_steps(model) -> bool:
-    """True for the models the step kernel computes (:func:`.certify.stepped`)."""
-    from .certify import stepped
-
-    return stepped(model)
-
-
 def _tile(cfg: TileConfig, m: int, n: int) -> tuple[int, int]:
     """(BM, BN) of a launch: the configuration's, shrunk to small M, N unless any_shape."""
     if cfg.any_shape:
@@ -443,6 +436,8 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     from fp4spec.accumulator_models import get_accumulator
     from fp4spec.matmul_operands import check_operands
 
+    from . import certify
+
     model = get_accumulator(accumulator)
     if model.name not in GEMM_ACCUMULATORS:
         raise BackendError(f"accumulator: the triton GEMM implements only {', '.join(map(repr, GEMM_ACCUMULATORS))} "
@@ -464,19 +459,16 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
     pb, sb, _ = pack_operand(qb, device)
     ct = None if ops.c is None else (ops.c if isinstance(ops.c, torch.Tensor)
                                      else torch.from_numpy(np.ascontiguousarray(ops.c))).to(device)
+    d = DEFAULT_CONFIG if defaults is None else defaults
+    small = ops.m * ops.n * ops.k_padded <= d.gemm_small_macs
     if config is None and not tile_config:
-        d = DEFAULT_CONFIG if defaults is None else defaults
-        large = d.gemm if model.name == "sm90-bf16" else d.gemm_certified
-        config = d.gemm_small if ops.m * ops.n * ops.k_padded <= d.gemm_small_macs else large
+        config = d.gemm_small if small else d.gemm if model.name == "sm90-bf16" else d.gemm_certified
     if model.name == "sm90-bf16":
         out = matmul_packed(pa, sa, pb, sb, (qa.scheme, qb.scheme), g=ops.g, c=ct, out_dtype=out_dtype,
                             config=config, **tile_config)
-    elif certify_steps(model):  # the step kernel; unproved tiles by the emulator
-        from . import certify
-
-        if out_dtype not in (None, torch.float32):
-            raise BackendError(f"out_dtype: {model.name!r} results are float32 (bf16 output is sm90-bf16's option)")
-        small = ops.m * ops.n * ops.k_padded <= DEFAULT_CONFIG.gemm_small_macs
+    elif out_dtype not in (None, torch.float32):
+        raise BackendError(f"out_dtype: {model.name!r} results are float32 (bf16 output is sm90-bf16's option)")
+    elif certify.stepped(model):  # the step kernel; unproved tiles by the emulator
         xa = dequantize_bf16(pa, sa, qa.scheme, any_shape=small)
         xb = dequantize_bf16(pb, sb, qb.scheme, any_shape=small)
         c_in = ct if ct is None or ct.is_contiguous() else ct.contiguous()
@@ -484,10 +476,6 @@ def matmul(qa, qb, *, accumulator="sm90-bf16", c=None, device=None, out_dtype=No
                                                             g=_g_tensor(ops.g, pa.device), c=c_in, small=small)
         certify.fill_uncertified(out, cert, qa, qb, model, ops, bm, bn, group_m)
     else:  # the same kernel with a certificate; uncertified tiles by the emulator
-        from . import certify
-
-        if out_dtype not in (None, torch.float32):
-            raise BackendError(f"out_dtype: {model.name!r} results are float32 (bf16 output is sm90-bf16's option)")
         cfg = get_config(config, **tile_config)
         cert_fn = certify.certifier(model, qa.scheme, qb.scheme)
         out, cert = matmul_packed(pa, sa, pb, sb, (qa.scheme, qb.scheme), g=ops.g, c=ct, config=cfg,

@@ -183,6 +183,22 @@ def tile_indices(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.cons
 
 
 @triton.jit
+def lsb_floor(bits):
+    """A lower bound of the lsb exponent of float32 values (int32 bit patterns): exponent - 23,
+    -149 for subnormals (and zeros, which the callers test first)."""
+    e = (bits >> 23) & 255
+    return tl.where(e == 0, -149, e - 150)
+
+
+@triton.jit
+def limit_24(lo):
+    """2^min(lo + 24, 128) as float32 (+Inf for 128 and above) for lo >= -150: the bound below
+    which every multiple of 2^lo is a float32 (:mod:`..certify`)."""
+    t = tl.minimum(tl.maximum(lo + 24, -126), 127)
+    return tl.where(lo + 24 >= 128, float("inf"), ((t + 127) << 23).to(tl.float32, bitcast=True))
+
+
+@triton.jit
 def _cert_fail_rows(mx, c_ptr, ra, rb, rm64, rn, scm, omask, la_ptr, lb_ptr, na_ptr, nb_ptr, lo_min, inflate,
                     HAS_C: tl.constexpr):
     """Per tile row, whether any output lacks the certificate of :mod:`..certify`:
@@ -192,13 +208,9 @@ def _cert_fail_rows(mx, c_ptr, ra, rb, rm64, rn, scm, omask, la_ptr, lb_ptr, na_
     lo = tl.load(la_ptr + ra)[:, None] + tl.load(lb_ptr + rb)[None, :]
     if HAS_C:
         cb = tl.load(c_ptr + rm64[:, None] * scm + rn[None, :], mask=omask, other=0.0).to(tl.int32, bitcast=True)
-        e = (cb >> 23) & 255
-        lo = tl.where((cb & 0x7FFFFFFF) == 0, lo, tl.minimum(lo, tl.where(e == 0, -149, e - 150)))
+        lo = tl.where((cb & 0x7FFFFFFF) == 0, lo, tl.minimum(lo, lsb_floor(cb)))
         lo = tl.where(cb == -2147483648, -(1 << 20), lo)
-    t = tl.minimum(tl.maximum(lo + 24, -126), 127)
-    limit = ((t + 127) << 23).to(tl.float32, bitcast=True)
-    limit = tl.where(lo + 24 >= 128, float("inf"), limit)
-    limit = tl.where(lo >= lo_min, limit, 0.0)
+    limit = tl.where(lo >= lo_min, limit_24(lo), 0.0)
     na = tl.load(na_ptr + ra)
     nb = tl.load(nb_ptr + rb)
     bound = (mx + na[:, None] * nb[None, :]) * inflate + 7.174648137343064e-43

@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .gemm import _as_dot_operand, tile_indices
+from .gemm import _as_dot_operand, limit_24, lsb_floor, tile_indices
 
 
 @triton.jit
@@ -56,16 +56,13 @@ def gemm_steps_kernel(a_ptr, b_ptr, c_ptr, g_ptr, out_ptr, la_ptr, lb_ptr, ha_pt
     lo = la[:, None] + lb[None, :]
     # S1: the conditions that hold for every step: (a) lo + F >= V, (d) each step's dot exact
     v = tl.maximum(tl.load(ha_ptr + ra)[:, None] + tl.load(hb_ptr + rb)[None, :], EZ)
-    t = tl.minimum(tl.maximum(lo + 24, -126), 127)
-    limit = tl.where(lo + 24 >= 128, float("inf"), ((t + 127) << 23).to(tl.float32, bitcast=True))
     bound = tl.load(na_ptr + ra)[:, None] * tl.load(nb_ptr + rb)[None, :] * inflate + 7.174648137343064e-43
-    ok = (lo + F >= v) & (lo >= -149) & (bound < limit)
+    ok = (lo + F >= v) & (lo >= -149) & (bound < limit_24(lo))
     if HAS_C:
         acc = tl.load(c_ptr + rm64[:, None] * scm + rn[None, :], mask=omask, other=0.0)
         cb = acc.to(tl.int32, bitcast=True)
-        ce = (cb >> 23) & 255
-        c_lsb = tl.where(ce == 0, -149, ce - 150)  # a lower bound of lsb(c)
-        ok &= ((cb & 0x7FFFFFFF) == 0) | ((c_lsb >= lo) & (ce < 255))
+        finite = ((cb >> 23) & 255) < 255
+        ok &= ((cb & 0x7FFFFFFF) == 0) | ((lsb_floor(cb) >= lo) & finite)
         ok &= cb != -2147483648
     else:
         acc = tl.zeros((BM, BN), tl.float32)
