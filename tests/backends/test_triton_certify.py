@@ -27,6 +27,8 @@ from fp4spec.backends.triton import certify as C  # noqa: E402
 from fp4spec.backends.triton import gemm as G  # noqa: E402
 from fp4spec.conformance.matmul_properties import FAMILIES, GENERATORS, expects_refusal, family_schemes  # noqa: E402
 
+from .test_triton_gemm import assert_bits, bits  # noqa: E402  (one bit-comparison helper for the GEMM tests)
+
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 CUDA = torch.cuda.is_available()
@@ -36,17 +38,6 @@ gpu = pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU")
 SCHEMES = {"exact": ["mxfp4", "nvfp4", "ufp4", "nvint4"], "fp32": ["mxfp4", "nvfp4", "nvint4"],
            "sm100-mxf4nvf4": ["mxfp4", "nvfp4"], "sm100-mxf8f6f4": ["mxfp4"]}
 SMALL = dict(variant="prepass", BM=16, BN=16, BK=32)
-
-
-def bits(a):
-    return np.asarray(a, np.float32).view(np.uint32)
-
-
-def assert_bits(got, want, what=""):
-    got = got.cpu().numpy() if hasattr(got, "cpu") else got
-    bad = np.argwhere(bits(got) != bits(want))
-    assert not len(bad), (f"{what}: {len(bad)} of {want.size} outputs differ; first at {tuple(bad[0])}: got "
-                          f"0x{int(bits(got)[tuple(bad[0])]):08X}, want 0x{int(bits(want)[tuple(bad[0])]):08X}")
 
 
 def cases(model_name, family, shapes, seed0=0):

@@ -63,10 +63,14 @@ def bits(a):
     return np.asarray(a, np.float32).view(np.uint32)
 
 
-def assert_bits(got, want):
+def assert_bits(got, want, what=""):
+    """float32 bit patterns equal (got: numpy or a torch tensor on any device); the message
+    names ``what``, the count and the first differing output."""
+    got = got.cpu().numpy() if hasattr(got, "cpu") else got
     bad = np.argwhere(bits(got) != bits(want))
-    assert not len(bad), (f"{len(bad)} of {want.size} outputs differ; first at {tuple(bad[0])}: got "
-                          f"0x{int(bits(got)[tuple(bad[0])]):08X}, want 0x{int(bits(want)[tuple(bad[0])]):08X}")
+    assert not len(bad), (f"{what + ': ' if what else ''}{len(bad)} of {want.size} outputs differ; first at "
+                          f"{tuple(bad[0])}: got 0x{int(bits(got)[tuple(bad[0])]):08X}, "
+                          f"want 0x{int(bits(want)[tuple(bad[0])]):08X}")
 
 
 def model(qa, qb, c=None, name="sm90-bf16"):
@@ -387,20 +391,27 @@ def test_gpu_mixed_schemes():
 @pytest.mark.gpu
 def test_gpu_conformance_rows_compile_once():
     """The conformance matmul rows through TritonBackend (as ``fp4spec conform --backend triton
-    --property matmul`` runs them): every row passes, and the many shapes they draw reuse one
-    compiled kernel per scheme."""
+    --property matmul`` runs them, every claimed model): every row passes (``scale_sign_bit``
+    is skipped under the models that refuse such bytes), and the many shapes they draw reuse
+    one compiled GEMM kernel per scheme and kind (plain, and with the certificate), as the
+    interpreter test ``test_conformance_matmul_rows_through_backend`` counts them."""
+    from fp4spec.accumulator_models import get_accumulator
     from fp4spec.conformance import runner
 
     before = _compiled()
-    report = runner.run("triton", properties=["matmul"], matmul_max_examples=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", HostFallbackWarning)
+        report = runner.run("triton", properties=["matmul"], matmul_max_examples=10)
     rows = [r for r in report.results if r.property.startswith("matmul/")]
     assert len(rows) == len(FAMILIES) * len(capability.GEMM_ACCUMULATORS)
-    print(sorted(keys))
-    bad = [(r.property, r.status, r.counterexample and r.counterexample.what) for r in rows if r.status != "PASS"]
+    refusing = {m for m in capability.GEMM_ACCUMULATORS if get_accumulator(m).ue4m3_sign_bit == "reject"}
+    bad = [(r.property, r.rounding, r.status, r.counterexample and r.counterexample.what) for r in rows
+           if r.status != "PASS" and not (r.status == "SKIP" and r.property == "matmul/scale_sign_bit"
+                                          and r.rounding.removeprefix("acc=") in refusing)]
     assert not bad, bad
     after = _compiled()
     if before is not None and after is not None:
-        assert after - before <= len(SCHEMES), (before, after)
+        assert after - before <= 2 * len(SCHEMES), (before, after)
 
 
 def test_row_padded_operand():
