@@ -78,10 +78,13 @@ S1. Per output, once: lo = la_i + lb_j; V = max(ha_i + hb_j, e_zero) with ha the
     format's largest for ``product`` terms); proceed only if (a) lo + F >= V, (d)
     na_i nb_j < 2^min(lo + 24, 128) (na now over K tiles of one step) and lo >= -149; c, if
     given, a finite multiple of 2^lo (not -0). Else the output is NaN (recomputed).
-S2. Per step: (c) the accumulator's exponent at most lo + F, else NaN.
+S2. (c) Every accumulator entering a step has an exponent of at most lo + F, else NaN
+    (the kernel keeps the largest |acc| that entered a step and tests it once, after the
+    last step).
 S3. D = the step's dot product from a fresh MMA; acc = RZ(acc + D), one IEEE
     round-toward-zero addition (``add.rz.f32``; TwoSum under the interpreter).
-S4. |acc| at the largest float32 or above: NaN (the model's Inf, or an RZ that saturated).
+S4. An accumulator (entering a step, or the result) at the largest float32 or above: NaN
+    (the model's Inf, or an RZ that saturated).
 S5. The epilogue of the models, ``fp32(acc * g)``.
 
 Proof that a non-NaN output is the model's. D is exact: each product is exact and, by (d)

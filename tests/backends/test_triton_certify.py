@@ -197,6 +197,27 @@ def test_some_tiles_fall_back(model_name, rows, tile, count):
 
 
 @interp_only
+@pytest.mark.parametrize("case", ["c exponent above lo + F", "sum past the largest float"])
+def test_step_kernel_checks_each_step_condition(case):
+    """The step kernel's per-step conditions, each alone: (c) an accumulator entering a step
+    with an exponent above lo + F (c = 2^38, lo = -2, F = 35: the model truncates the step's
+    -0.25 away, an RZ addition would not), and S4 (c = the largest float plus 36 * 2^104: the
+    model's Inf, where RZ saturates). Each output must be left to the emulator, and the result
+    be the model's."""
+    a, b = np.zeros((1, 64), np.float32), np.zeros((1, 64), np.float32)
+    if case.startswith("c exponent"):
+        a[0, :2], b[0, 0], c = (0.5, 4.0), -0.5, 2.0 ** 38
+    else:
+        a[0, 0] = b[0, 0] = 6 * 2.0 ** 52  # scale 2^52: lo = 102, so c is a multiple of 2^lo
+        c = np.finfo(np.float32).max
+    qa, qb, c = fp4spec.quantize(a, "mxfp4"), fp4spec.quantize(b, "mxfp4"), np.full((1, 1), c, np.float32)
+    want = fp4spec.matmul(qa, qb, accumulator="sm100-mxf4nvf4", c=c)
+    with G.interpreter_model_dot(), pytest.warns(HostFallbackWarning, match="1 of 1 outputs"):
+        got = G.matmul(qa, qb, accumulator="sm100-mxf4nvf4", c=c)
+    assert_bits(got, want, case)
+
+
+@interp_only
 def test_a_certificate_that_proves_everything_is_caught(monkeypatch):
     """Planted defect: norms of zero, huge lsbs and no inflation certify every output (but
     those with a c of -0 or subnormal c below lo_min); the adversarial

@@ -67,7 +67,10 @@ def gemm_steps_kernel(a_ptr, b_ptr, c_ptr, g_ptr, out_ptr, la_ptr, lb_ptr, ha_pt
     else:
         acc = tl.zeros((BM, BN), tl.float32)
     acc = tl.where(ok, acc, float("nan"))
-    lof = la + F
+    # S2 and S4 are checked once, after the loop, on the largest |acc| that entered a step:
+    # two operations per output and step (a max, the RZ addition) instead of a test of each
+    # step's exponent. A NaN acc stays NaN to the end.
+    mx = tl.zeros((BM, BN), tl.float32)
     for k0 in range(0, K, BK):
         a = _operand(a_ptr, ra, k0, sam, BM, BK, DOT_F32)
         b = _operand(b_ptr, rb, k0, sbn, BN, BK, DOT_F32)
@@ -75,14 +78,16 @@ def gemm_steps_kernel(a_ptr, b_ptr, c_ptr, g_ptr, out_ptr, la_ptr, lb_ptr, ha_pt
             d = tl.dot(a, tl.trans(b), input_precision="ieee")
         else:
             d = tl.dot(a, tl.trans(b))
-        # S2: (c) the accumulator's exponent at most lo + F; S3: one RZ addition
-        e = ((acc.to(tl.int32, bitcast=True) >> 23) & 255) - 127
-        acc = tl.where(e > lof[:, None] + lb[None, :], float("nan"), acc)
+        mx = tl.maximum(mx, tl.abs(acc))
+        # S3: one RZ addition
         acc = _add_rz(acc, d, RZ_ASM)
-        # S4: a sum of 2^128 or more is Inf in the model; RZ saturates at the largest float
-        acc = tl.where(tl.abs(acc) >= 3.4028234663852886e38, float("nan"), acc)
-    fail = tl.where((acc != acc) & omask, 1, 0)
-    tl.store(bad_ptr + pid, tl.max(tl.max(fail, axis=1), axis=0))
+    # S2: (c) every accumulator entering a step had an exponent of at most lo + F
+    e = ((mx.to(tl.int32, bitcast=True) >> 23) & 255) - 127
+    fail = (e > lo + F) | (acc != acc)
+    # S4: a sum of 2^128 or more is Inf in the model; RZ saturates at the largest float
+    fail |= tl.maximum(mx, tl.abs(acc)) >= 3.4028234663852886e38
+    acc = tl.where(fail, float("nan"), acc)
+    tl.store(bad_ptr + pid, tl.max(tl.max(tl.where(fail & omask, 1, 0), axis=1), axis=0))
     # S5: the epilogue
     if HAS_G:
         acc = acc * tl.load(g_ptr)
