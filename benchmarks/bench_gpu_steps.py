@@ -17,7 +17,9 @@ import fp4spec
 from fp4spec.backends.triton import certify
 from fp4spec.backends.triton import gemm as G
 
-VARIANTS = [(128, 8, True), (128, 8, False), (64, 4, True), (128, 4, True), (64, 8, True)]
+#: (tile: BM or (BM, BN), warps, add.rz instruction)
+VARIANTS = [(128, 8, True), ((64, 128), 4, True), ((128, 64), 4, True), (64, 4, True), ((64, 128), 8, True),
+            (128, 8, False)]
 
 
 def main():

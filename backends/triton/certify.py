@@ -258,8 +258,8 @@ def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, 
     the operands' bf16 values (:func:`.gemm.dequantize_bf16`), scale codes beside them, g the
     float32 tensor-scale product (a one-element tensor) or None, c None or float32 (M, N).
     Returns (out float32 (M, N), the :class:`Certificate` with ``bad`` per tile, (BM, BN,
-    GROUP_M)). ``small``: 64 x 64 tiles (else 128 x 128); ``tile``, ``num_warps``, ``rz_asm``:
-    overrides for benchmarks (the bits do not depend on them)."""
+    GROUP_M)). ``small``: 64 x 64 tiles (else 128 x 128); ``tile`` (BM or (BM, BN)),
+    ``num_warps``, ``rz_asm``: overrides for benchmarks (the bits do not depend on them)."""
     import torch
     import triton
 
@@ -272,7 +272,7 @@ def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, 
     la, na, ha = operand_stats(xa, a_scales, sa, step, model.scales)
     lb, nb, hb = operand_stats(xb, b_scales, sb, step, model.scales)
     m, n = xa.shape[0], xb.shape[0]
-    bm = bn = tile or (64 if small else 128)
+    bm, bn = tile if isinstance(tile, tuple) else (tile or (64 if small else 128),) * 2
     group_m = 8
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     bad = torch.zeros(tiles, dtype=torch.int32, device=xa.device)
@@ -285,7 +285,7 @@ def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, 
         m, n, k, k, k, 0 if c is None else c.stride(0), out.stride(0), model.frac_bits, model.e_zero, INFLATE,
         BM=bm, BN=bn, BK=step, GROUP_M=group_m, HAS_C=c is not None, HAS_G=g is not None, NAN=nan,
         DOT_F32=interp, RZ_ASM=(not interp) if rz_asm is None else rz_asm,
-        num_warps=num_warps or (4 if bm <= 64 else 8), num_stages=3)
+        num_warps=num_warps or (4 if bm * bn <= 64 * 64 else 8), num_stages=3)
     return out, Certificate(la, lb, na, nb, bad, -149), (bm, bn, group_m)
 
 
