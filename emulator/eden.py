@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from fp4spec.eden import BLOCK, E2M1, GLOBAL_BOUND, HEADROOM, ONE_CODE, UE4M3, check_arguments
+from fp4spec.eden import BLOCK, E2M1, ONE_CODE, SCALES_MAX, UE4M3, VAL_MAX, check_arguments
 
 from .elements import encode
 
@@ -36,11 +36,12 @@ def ms_eden_quantize(x, *, group: int = 128, rbits, sr_bits: int = 8):
     rows, n = x.shape
     blocks = x.reshape(rows, n // BLOCK, BLOCK)
     amax = np.max(np.abs(blocks), axis=-1)
+    top = np.max(amax) if amax.size else F32(0.0)
     with np.errstate(all="ignore"):
-        g = F32(np.max(amax) / GLOBAL_BOUND) if amax.size else F32(0.0)
-        g = F32(1.0) if g == 0 else g
-        d = F32(F32(g / F32(6.0)) * HEADROOM)
-        code = encode((amax / g).astype(np.float32), UE4M3, "rne", overflow="saturate").astype(np.uint8)
+        d = F32(F32(top / SCALES_MAX) / VAL_MAX)
+        d = F32(1.0) if d == 0 else d
+        scaled_amax = ((amax / VAL_MAX).astype(np.float32) / d).astype(np.float32)
+        code = encode(scaled_amax, UE4M3, "rne", overflow="saturate").astype(np.uint8)
         code = np.where(code == 0, ONE_CODE, code).astype(np.uint8)
         s = _UE4M3[code]
         y = ((blocks / s[..., None]).astype(np.float32) / d).astype(np.float32)

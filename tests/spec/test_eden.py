@@ -49,7 +49,8 @@ def test_the_correction_makes_the_estimate_unbiased():
 def test_an_nvfp4_tensor():
     x = np.random.default_rng(1).standard_normal((4, 128)).astype(np.float32)
     q = ms_eden_quantize(x, group=128, rbits=_rbits(x, 2))
-    assert q.scheme.name == "nvfp4" and q.global_scale == np.float32(np.float32(np.max(np.abs(x)) / 256) / 6 * (17 / 16))
+    d = np.float32(np.float32(np.max(np.abs(x)) / np.float32(255.99)) / np.float32(96 / 17))
+    assert q.scheme.name == "nvfp4" and q.global_scale == d
     assert fp4spec.matmul(q, q, accumulator="sm100-mxf4nvf4").shape == (4, 4)
 
 
