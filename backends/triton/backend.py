@@ -50,7 +50,9 @@ class TritonBackend(Backend):
         return capability.availability()
 
     def capabilities(self) -> Capabilities:
+        # the wide MX schemes take every rule too; their catalogue entries only, to bound conform's rows
         mx = [f"mxfp4:scale_rule={r}" if r != "floor" else "mxfp4" for r in capability.MX_RULES]
+        mx += ["mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2"]
         accs = capability.claimed_accumulators(self.device)  # ("sm90-bf16",) on Hopper only
         return Capabilities(
             schemes=(*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4"),
@@ -118,7 +120,7 @@ class TritonBackend(Backend):
             out = quantize_packed(src, sch, axis=kernel_axis, rounding=rounding, rbits=rb, sr_bits=sr_bits,
                                   rht=rht, seed=seed, config=self.config)
         shape = tuple(xt.shape)  # blocked axis last
-        packed = out["packed"].reshape(*shape[:-1], shape[-1] // 2)  # (M, N/2): the rows, blocked axis last
+        packed = out["packed"].reshape(*shape[:-1], -1)  # (M, N/2) or one code per byte: the rows, blocked axis last
         scales = out["scales"].reshape(*shape[:-1], -1)
         if ax == xt.dim() - 1:  # the kernels' layout (what fp4spec.quantize hands over): nothing to check
             q = QuantizedTensor.from_kernel(packed, scales, out["global_scale"], sch, shape, backend=self.name,
@@ -131,8 +133,11 @@ class TritonBackend(Backend):
     def why_no_dequantize(self, scheme) -> str:
         """Why the dequantize kernels cannot decode ``scheme`` ("" if they can)."""
         sch = resolve_scheme(scheme)
+        if capability.is_mx_wide(sch):
+            return ""
         if sch.element.bits != 4 or sch.structure not in ("mx", "two_level"):
-            return f"{sch.name}: the kernels dequantize packed 4-bit MX and two-level schemes"
+            return (f"{sch.name}: the kernels dequantize packed 4-bit MX and two-level schemes and MX with "
+                    f"{', '.join(e.upper() for e in capability.MX_WIDE_ELEMENTS)} elements")
         if sch.structure == "two_level" and sch.policies["nv_dequant_order"] != "(q*s)*g":
             return f"{sch.name}: the kernels dequantize in TransformerEngine's order fp32(fp32(q * s) * S_dec)"
         return ""

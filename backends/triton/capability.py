@@ -20,6 +20,8 @@ from ..base import Availability
 
 ROUNDINGS = ("rne", "sr")
 ELEMENTS = ("e2m1", "e1m2", "int4_sym")
+#: The 6- and 8-bit elements of MX schemes (kernels.mx_wide: one code per byte; rht= unfused).
+MX_WIDE_ELEMENTS = ("e2m3", "e3m2", "e4m3", "e5m2")
 MX_RULES = {"floor": 0, "ceil": 1, "even": 2, "rceil": 3}
 #: RHT specs the butterfly kernels apply bit for bit (fp4spec.rht: size 16, the pinned float32 butterfly).
 RHT_SPECS = ("16/fwht-fp32",)
@@ -140,6 +142,12 @@ def rht_params(rht):
     return r.sign_mask(), r.out_dtype == "bfloat16"
 
 
+def is_mx_wide(scheme: Scheme) -> bool:
+    """An MX scheme with 6- or 8-bit elements (:data:`MX_WIDE_ELEMENTS`): the ``rows_wide`` and
+    ``cols_wide`` kernels, codes one per byte."""
+    return scheme.structure == "mx" and scheme.element.name in MX_WIDE_ELEMENTS
+
+
 def check_request(scheme: Scheme, rounding: str, sr_bits: int = 8, rht=None):
     """NotImplementedError if the kernels cannot run the request; else the resolved RHT (or None)."""
     from .. import torch_backend as tb
@@ -149,13 +157,14 @@ def check_request(scheme: Scheme, rounding: str, sr_bits: int = 8, rht=None):
         raise NotImplementedError(f"rounding: {rounding!r} (triton backend: {', '.join(ROUNDINGS)})")
     if rounding == "sr" and not 1 <= int(sr_bits) <= 24:
         raise NotImplementedError(f"sr_bits: {sr_bits} (triton backend: 1..24, exact in float32)")
-    if scheme.element.name not in ELEMENTS:
+    wide = is_mx_wide(scheme)
+    if scheme.element.name not in ELEMENTS and not wide:
         raise NotImplementedError(f"{scheme.name}: element {scheme.element.name!r}")
     if scheme.block_size % 2 or scheme.block_size > 128 or scheme.block_size & (scheme.block_size - 1):
         raise NotImplementedError(f"{scheme.name}: block size {scheme.block_size} (powers of two up to 128)")
     if scheme.structure == "mx":
-        if scheme.element.name != "e2m1":
-            raise NotImplementedError(f"{scheme.name}: MX with E2M1 elements only")
+        if scheme.element.name != "e2m1" and not wide:
+            raise NotImplementedError(f"{scheme.name}: MX with E2M1, E2M3, E3M2, E4M3 or E5M2 elements only")
         if scheme.policies["mx_rceil_descale"] != "mul_reciprocal" and scheme.scale_rule == "rceil":
             raise NotImplementedError(f"{scheme.name}: rceil with a true division")
     elif scheme.structure == "two_level":
@@ -205,6 +214,6 @@ def claimed_accumulators(device=None) -> tuple:
     return GEMM_ACCUMULATORS if gemm_availability(device) else ()
 
 
-__all__ = ["ELEMENTS", "GEMM_ACCUMULATORS", "GpuFeatures", "H200_FEATURES", "MMA_ARITHS", "MX_RULES", "RHT_SPECS",
-           "ROUNDINGS", "availability", "check_request", "check_rht", "claimed_accumulators", "gemm_availability",
-           "gpu_features", "interpret", "rht_params", "rht_specs"]
+__all__ = ["ELEMENTS", "GEMM_ACCUMULATORS", "GpuFeatures", "H200_FEATURES", "MMA_ARITHS", "MX_RULES", "MX_WIDE_ELEMENTS",
+           "RHT_SPECS", "ROUNDINGS", "availability", "check_request", "check_rht", "claimed_accumulators",
+           "gemm_availability", "gpu_features", "interpret", "is_mx_wide", "rht_params", "rht_specs"]

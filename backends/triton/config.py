@@ -38,6 +38,7 @@ class TritonConfig:
         rows_mx, rows_two_level: (variant, blocks, warps) of the other rowwise requests of MX
             and two-level schemes; the variant ``"rows_split"`` applies to bf16 E2M1 RNE only,
             other requests take ``"rows"`` with the same tile.
+        rows_wide: (blocks, warps) of ``rows_wide`` (MX with 6- and 8-bit elements).
     Columnwise (variants ``cols``, ``cols_tile``):
         cols_variant: the default columnwise kernel for 1 x 16 and 1 x 32 blocks.
         cols_fast: block size -> (columns, warps, blocks) per program of ``cols`` with the fast
@@ -45,6 +46,7 @@ class TritonConfig:
         cols_scalar_loads: the (block size, with RHT) pairs for which ``cols`` loads one value
             per thread in the layout that computes it (else 8-byte loads).
         cols_tile_columns, cols_tile_warps, cols_tile_bands: ``cols_tile`` (other block sizes).
+        cols_wide: (columns, blocks, warps) of ``cols_wide`` (MX with 6- and 8-bit elements).
     Generic tile kernel (variant ``tile``: 2-D block tiles, any strides):
         tile_rows, tile_cols, tile_warps.
     Dequantize: dequant_elements, dequant_warps (the rowwise kernel: elements per program);
@@ -97,6 +99,7 @@ class TritonConfig:
     rows_bf16_warps: int = 4
     rows_mx: tuple = ("rows_split", 256, 8)
     rows_two_level: tuple = ("rows", 512, 8)
+    rows_wide: tuple = (128, 4)
     cols_variant: str = "cols"
     cols_fast: Mapping[int, tuple] = _frozen({16: (128, 4, 4), 32: (128, 4, 2)})
     cols_generic: tuple = (128, 4, 1)
@@ -104,6 +107,7 @@ class TritonConfig:
     cols_tile_columns: int = 512
     cols_tile_warps: int = 2
     cols_tile_bands: int = 8
+    cols_wide: tuple = (64, 2, 4)
     tile_rows: int = 32
     tile_cols: int = 128
     tile_warps: int = 4
@@ -175,6 +179,13 @@ class TritonConfig:
         for name in ("cols_generic", "dequant_tile", "amax_tile", "rht_amax_rows", "rht_amax_cols", "rht_apply",
                      "mma_apply", "mma_amax"):
             _positive(name, getattr(self, name))
+        for name, n in (("rows_wide", 2), ("cols_wide", 3)):
+            v = getattr(self, name)
+            if not (isinstance(v, tuple) and len(v) == n):
+                raise ValueError(f"{name}: {v!r} is not a tuple of {n} positive integers")
+            _positive(name, v)
+            if any(t & (t - 1) for t in v[:n - 1]):
+                raise ValueError(f"{name}: {v!r}: the tile sizes must be powers of two")
 
 
 def _positive(name, values):

@@ -17,7 +17,7 @@ from .. import torch_backend as tb
 from . import capability
 from .capability import MX_RULES, interpret
 from .config import DEFAULT_CONFIG, TritonConfig
-from .kernels import columnwise, rht, rowwise, tile
+from .kernels import columnwise, mx_wide, rht, rowwise, tile
 
 
 @dataclasses.dataclass
@@ -274,6 +274,50 @@ def cols_tile_launch(p: Plan, ts, packed, scales, cpad):
         **scheme_flags(p.sch), **eflags)
 
 
+# -- MX with 6- and 8-bit elements (codes one per byte) -------------------------------------------------
+
+
+def wide_flags(sch) -> dict:
+    """The constexprs of the :mod:`.kernels.mx_wide` kernels: the block scale's (scheme_flags
+    less MX) and the element's -- MB mantissa bits, BIAS, MAXC the largest finite code, NANC
+    the positive quiet NaN code (-1: none), BITS."""
+    from fp4spec.elements import canonical_nan_code
+
+    f = sch.element
+    flags = scheme_flags(sch)
+    del flags["MX"]
+    return dict(flags, MB=f.mantissa_bits, BIAS=f.bias, MAXC=f.max_code, BITS=f.bits,
+                NANC=canonical_nan_code(f, False) if f.has_nan else -1)
+
+
+def rows_wide(p: Plan, ts, codes, scales, cpad):
+    """``rows_wide``: BR blocks per program as one [BR, K] tile."""
+    nblk = p.M * p.N // p.K
+    br, w = p.cfg.rows_wide
+    br = p.BM or br
+    mx_wide.quantize_rows_wide_kernel[(triton.cdiv(nblk, br),)](
+        p.x2.view(torch.int16) if p.bf16 else p.x2, codes, scales, p.rb.reshape(-1) if p.rb is not None else ts, ts,
+        nblk, p.N // p.K, cpad, _seed(p), BR=br, K=p.K, IN_BF16=p.bf16, SR=p.sr_mode, SR_BITS=int(p.sr_bits),
+        CUBLAS=p.scale_layout == "cublas", num_warps=p.num_warps or w, **wide_flags(p.sch))
+
+
+def cols_wide_tile(p: Plan):
+    """(columns, blocks, warps) per program of ``cols_wide`` (after the caller's BN / BM)."""
+    bc, nb, w = p.cfg.cols_wide
+    return p.BN or bc, p.BM or nb, w
+
+
+def cols_wide(p: Plan, ts, codes, scales, cpad):
+    """``cols_wide``: NB blocks of K rows x BC columns per program, one [NB, K, BC] tile."""
+    r_in, srr = _col_bits(p, ts)
+    nsc = p.N // p.K
+    bc, nb, w = cols_wide_tile(p)
+    mx_wide.quantize_cols_wide_kernel[(triton.cdiv(p.M, bc), triton.cdiv(nsc, nb))](
+        p.x2.view(torch.int16) if p.bf16 else p.x2, codes, scales, r_in, ts, p.N, p.M, p.sxn, srr, nsc, cpad,
+        _seed(p), BC=bc, NB=nb, K=p.K, IN_BF16=p.bf16, SR=p.sr_mode, SR_BITS=int(p.sr_bits),
+        CUBLAS=p.scale_layout == "cublas", num_warps=p.num_warps or w, **wide_flags(p.sch))
+
+
 # -- the generic tile kernel ------------------------------------------------------------------------------
 
 
@@ -416,4 +460,4 @@ def rht_apply(x2, M, N, sxm, sxn, rp, config=None):
 
 
 __all__ = ["Plan", "as_matrix", "global_amax", "like_matrix", "rht_apply", "rht_global_amax", "rows_bf16_launcher",
-           "scheme_flags", "sign_words"]
+           "scheme_flags", "sign_words", "wide_flags"]

@@ -17,7 +17,13 @@ cols       columnwise (axis 0 of a 2-D tensor), 1 x 16 / 1 x 32: a block per thr
 cols_tile  columnwise, 1 x k blocks (k a multiple of 16): a tile of K rows per band
 tile       any 1 x k block or 16 x k tile, any strides: a 2-D tile per program
 unfused    ``rht=`` of other shapes: the transform into a float32 temporary, then the above
+rows_wide  rowwise MX with 6- and 8-bit elements (E2M3, E3M2, E4M3, E5M2), any rounding:
+           a [blocks, K] tile per program, codes one per byte (:mod:`.kernels.mx_wide`);
+           with ``rht=`` after ``unfused``'s transform
+cols_wide  the same columnwise (axis 0 of a 2-D tensor)
 ========== ===============================================================================
+
+The 4-bit variants refuse the wide elements and the wide variants the 4-bit ones.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from .. import torch_backend as tb
 from ..base import resolve_scheme
 from . import capability, launch, mma
 from .config import resolve_config
-from .kernels import rowwise, tile
+from .kernels import mx_wide, rowwise, tile
 from .launch import Plan, as_matrix, global_amax, mx_consts, rht_global_amax, tables, two_level_consts
 
 
@@ -101,12 +107,30 @@ def _check_unfused(p: Plan):
         raise ValueError("variant='unfused': only with rht=")
 
 
+def _check_rows_wide(p: Plan):
+    if not (capability.is_mx_wide(p.sch) and p.rp is None and p.rowwise):
+        _no("variant='rows_wide': MX with E2M3, E3M2, E4M3 or E5M2 elements along the last axis, no rht")
+    if p.sr_mode == 2 and ((p.BM or p.cfg.rows_wide[0]) * p.K) % 4:
+        _no("Philox rowwise: blocks per program times the block size must be a multiple of 4")
+
+
+def _check_cols_wide(p: Plan):
+    if not (capability.is_mx_wide(p.sch) and p.rp is None and p.colwise):
+        _no("variant='cols_wide': MX with E2M3, E3M2, E4M3 or E5M2 elements along axis 0 of a 2-D tensor, no rht"
+            + (" (Philox: the number of columns a multiple of 4)" if p.sr_mode == 2 else ""))
+    bc, nb, _ = launch.cols_wide_tile(p)
+    if bc & (bc - 1) or nb & (nb - 1) or (p.sr_mode == 2 and bc % 4):
+        raise ValueError(f"BN, BM: {bc} columns and {nb} blocks per program are not powers of two"
+                         + (" (Philox: columns >= 4)" if p.sr_mode == 2 else ""))
+
+
 def _kernel(launcher):
     """The run step of a kernel variant: constants, output buffers, one launch."""
 
     def run(p: Plan) -> dict:
         ts, g = call_constants(p)
-        packed = torch.empty((p.M, p.N // 2), dtype=torch.uint8, device=p.dev)
+        width = p.N // 2 if p.sch.element.bits == 4 else p.N  # wider elements: one code per byte
+        packed = torch.empty((p.M, width), dtype=torch.uint8, device=p.dev)
         scales, cpad = scale_buffer(p.M, p.N // p.K, p.dev, p.scale_layout)
         launcher(p, ts, packed, scales, cpad)
         return {"packed": packed, "scales": scales, "global_scale": g, "scheme": p.sch}
@@ -132,13 +156,19 @@ VARIANTS = {
     "cols_tile": (_check_cols_tile, _kernel(launch.cols_tile_launch)),
     "tile": (_check_tile, _kernel(launch.tile_launch)),
     "unfused": (_check_unfused, _unfused),
+    "rows_wide": (_check_rows_wide, _kernel(launch.rows_wide)),
+    "cols_wide": (_check_cols_wide, _kernel(launch.cols_wide)),
 }
+#: The variants of MX with 6- and 8-bit elements (the others encode 4-bit elements).
+WIDE_VARIANTS = ("rows_wide", "cols_wide")
 #: The variants that take rht= (the butterfly).
 RHT_VARIANTS = ("rows", "cols", "unfused")
 
 
 def default_variant(p: Plan) -> str:
     """The variant quantize_packed runs for a plan when none is named (tuned on the H200)."""
+    if capability.is_mx_wide(p.sch):  # the RHT kernels fuse E2M1 encoders only
+        return "unfused" if p.rp is not None else ("rows_wide" if p.rowwise else "cols_wide")
     if p.rp is not None:
         return "rows" if (p.fused_shape and p.rowwise) else ("cols" if (p.fused_shape and p.colwise) else "unfused")
     try:
@@ -161,7 +191,8 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
                     scale_layout="plain", BM=None, BN=None, num_warps=None, variant=None, rht=None, config=None):
     """Quantize a torch tensor on its device.
 
-    Returns a dict: ``packed`` (uint8, (M, N/2), the first element in the low nibble),
+    Returns a dict: ``packed`` (uint8, (M, N/2), the first element in the low nibble; MX
+    with 6- and 8-bit elements: (M, N), one code per byte),
     ``scales`` (uint8, (M, N/k); with ``scale_layout="cublas"`` the 1-D cuBLAS 128x4 blocked
     buffer, equal to ``fp4spec.to_blocked`` of the plain scales, zero padding),
     ``global_scale`` (0-d float32 S_dec or None), ``scheme``; M x N is the logical matrix
@@ -201,6 +232,9 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     if rp is not None and variant is not None and variant not in RHT_VARIANTS:
         raise ValueError(f"variant: {variant!r} with rht: None, " + ", ".join(map(repr, RHT_VARIANTS)))
     name = variant or default_variant(p)
+    if name != "unfused" and (name in WIDE_VARIANTS) != capability.is_mx_wide(sch):
+        _no(f"variant={name!r} with {sch.name} ({sch.element.name} elements): "
+            + ("'rows_wide' or 'cols_wide'" if capability.is_mx_wide(sch) else "a variant of 4-bit elements"))
     check, run = VARIANTS[name]
     check(p)
     return run(p)
@@ -243,6 +277,8 @@ def dequantize_packed(packed, scales, global_scale, scheme, *, BM=None, BN=None,
     of 16 and contiguous operands, else the tile kernel), ``"rows"`` or ``"tile"``."""
     sch = resolve_scheme(scheme)
     cfg = resolve_config(config)
+    if capability.is_mx_wide(sch):
+        return _dequantize_wide(packed, scales, sch, cfg, BM, num_warps, variant)
     M, N = packed.shape[0], packed.shape[1] * 2
     K = sch.block_size
     dev = packed.device
@@ -268,6 +304,23 @@ def dequantize_packed(packed, scales, global_scale, scheme, *, BM=None, BN=None,
     tile.dequantize_tile_kernel[(triton.cdiv(M, BM), triton.cdiv(N, BN))](
         packed, scales, vals, g, out, M, N, packed.stride(0), scales.stride(0), out.stride(0), BM=BM, BN=BN, K=K,
         MX=mx, num_warps=num_warps or tw)
+    return out
+
+
+def _dequantize_wide(codes, scales, sch, cfg, BM, num_warps, variant):
+    """dequantize_packed of MX codes one per byte (M, N) (:mod:`.kernels.mx_wide`)."""
+    if variant not in (None, "rows"):
+        raise ValueError(f"variant: {variant!r} is not None or 'rows' ({sch.name}: one code per byte)")
+    codes, scales = codes.contiguous(), scales.contiguous()
+    M, N = codes.shape
+    K = sch.block_size
+    out = torch.empty((M, N), dtype=torch.float32, device=codes.device)
+    nblk = M * N // K
+    br = BM or max(1, cfg.dequant_elements // K)
+    if nblk:
+        mx_wide.dequantize_rows_wide_kernel[(triton.cdiv(nblk, br),)](
+            codes, scales, tables(sch.element.name, str(codes.device))[3], out, nblk, BR=br, K=K,
+            num_warps=num_warps or cfg.dequant_warps)
     return out
 
 
@@ -340,5 +393,5 @@ def unpack_lo_first(packed):
     return torch.stack((lo, hi), dim=-1).reshape(packed.shape[0], -1)
 
 
-__all__ = ["VARIANTS", "default_variant", "dequantize_packed", "mx_consts", "philox_rbits", "quantize_packed",
+__all__ = ["VARIANTS", "WIDE_VARIANTS", "default_variant", "dequantize_packed", "mx_consts", "philox_rbits", "quantize_packed",
            "two_level_consts", "unpack_lo_first"]

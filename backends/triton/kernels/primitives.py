@@ -208,15 +208,16 @@ def _load_hidden(ptrs, ASM: tl.constexpr):
 @triton.jit
 def _block_scale(vmb, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX: tl.constexpr,
                  NAN_INF: tl.constexpr, SCALING: tl.constexpr, GATHER_ASM: tl.constexpr = False,
-                 HW_CVT: tl.constexpr = False):
+                 HW_CVT: tl.constexpr = False, MBITS: tl.constexpr = 1):
     """(scale code, element multiplier, nan-scale mask) of blocks whose amax has the bit
     pattern vmb (int32, sign clear; any NaN pattern for a block holding a NaN).
 
     Two-level (TE): s = min(vm * fp32(S_enc * fp32(1/6)), 448) (NaN passes), UE4M3 RNE,
     multiplier = the 128-entry table at ts[4:] (two_level_consts_kernel's; GATHER_ASM: see
     :func:`_load_hidden`); HW_CVT: the clamp and the rounding by one hardware conversion
-    (:func:`_ue4m3_cvt`, GPU only). MX: exponent e by RULE (0 floor, 1 ceil, 2 even: of log2 amax,
-    minus EMAX; 3 rceil: ceil log2(amax * ts[2]), ts[2] = 1 / element max), clamped to
+    (:func:`_ue4m3_cvt`, GPU only). MX: exponent e by RULE (0 floor, 1 ceil, 2 even: amax rounded
+    half-up to MBITS mantissa bits, the element's, then floor -- each of log2 amax, minus EMAX;
+    3 rceil: ceil log2(amax * ts[2]), ts[2] = 1 / element max), clamped to
     [-127, 127], code e + 127 (255 for a NaN scale: a NaN block, or with NAN_INF an Inf
     one); multiplier 2^-e by SCALING (0 exact, 1 torchao's clamp at 2^-126, 2 rceil's 1.0
     for code 0), 0 for a NaN scale."""
@@ -234,7 +235,7 @@ def _block_scale(vmb, ts_ptr, mult_b, MX: tl.constexpr, RULE: tl.constexpr, EMAX
         elif RULE == 1:
             e = _floor_log2(safe) + (~_is_pow2(safe)).to(tl.int32) - EMAX
         elif RULE == 2:
-            e = (((safe + (1 << (22 - 1))) & 0x7F800000) >> 23) - 127 - EMAX
+            e = (((safe + (1 << (22 - MBITS))) & 0x7F800000) >> 23) - 127 - EMAX
         else:
             d = ab.to(tl.float32, bitcast=True) * tl.load(ts_ptr + 2)
             db = d.to(tl.int32, bitcast=True)

@@ -211,6 +211,13 @@ def rht_amax_cols_kernel(x_ptr, out_ptr, NROW, NCOL, sxr, sgn, BC: tl.constexpr,
 
 
 @triton.jit
+def _pin_nan(y):
+    """y with every NaN made fp4spec.rht's pinned NaN (0x7FFFFFFF, positive): a NaN's sign is
+    otherwise the host's, and the codes of elements with NaN (E4M3, E5M2) keep it."""
+    return tl.where(y != y, 0x7FFFFFFF, y.to(tl.int32, bitcast=True)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def rht_apply_kernel(x_ptr, y_ptr, M, sxm, sxn, sym, syn, sgn, BM: tl.constexpr, IN_BF16: tl.constexpr,
                      SIGNS: tl.constexpr, OUT_BF16: tl.constexpr, BF16_CVT: tl.constexpr):
     """The RHT of the logical matrix x[m, n] = x_ptr[m*sxm + n*sxn] along n, written as float32
@@ -224,19 +231,19 @@ def rht_apply_kernel(x_ptr, y_ptr, M, sxm, sxn, sym, syn, sgn, BM: tl.constexpr,
     y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15 = _cols16(
         x_ptr, offs, sxn, mask, IN_BF16, True, SIGNS, sgn, OUT_BF16, BF16_CVT)
     o = y_ptr + rm.to(tl.int64) * sym + n0 * syn
-    tl.store(o, y0, mask=mask)
-    tl.store(o + syn, y1, mask=mask)
-    tl.store(o + 2 * syn, y2, mask=mask)
-    tl.store(o + 3 * syn, y3, mask=mask)
-    tl.store(o + 4 * syn, y4, mask=mask)
-    tl.store(o + 5 * syn, y5, mask=mask)
-    tl.store(o + 6 * syn, y6, mask=mask)
-    tl.store(o + 7 * syn, y7, mask=mask)
-    tl.store(o + 8 * syn, y8, mask=mask)
-    tl.store(o + 9 * syn, y9, mask=mask)
-    tl.store(o + 10 * syn, y10, mask=mask)
-    tl.store(o + 11 * syn, y11, mask=mask)
-    tl.store(o + 12 * syn, y12, mask=mask)
-    tl.store(o + 13 * syn, y13, mask=mask)
-    tl.store(o + 14 * syn, y14, mask=mask)
-    tl.store(o + 15 * syn, y15, mask=mask)
+    tl.store(o, _pin_nan(y0), mask=mask)
+    tl.store(o + syn, _pin_nan(y1), mask=mask)
+    tl.store(o + 2 * syn, _pin_nan(y2), mask=mask)
+    tl.store(o + 3 * syn, _pin_nan(y3), mask=mask)
+    tl.store(o + 4 * syn, _pin_nan(y4), mask=mask)
+    tl.store(o + 5 * syn, _pin_nan(y5), mask=mask)
+    tl.store(o + 6 * syn, _pin_nan(y6), mask=mask)
+    tl.store(o + 7 * syn, _pin_nan(y7), mask=mask)
+    tl.store(o + 8 * syn, _pin_nan(y8), mask=mask)
+    tl.store(o + 9 * syn, _pin_nan(y9), mask=mask)
+    tl.store(o + 10 * syn, _pin_nan(y10), mask=mask)
+    tl.store(o + 11 * syn, _pin_nan(y11), mask=mask)
+    tl.store(o + 12 * syn, _pin_nan(y12), mask=mask)
+    tl.store(o + 13 * syn, _pin_nan(y13), mask=mask)
+    tl.store(o + 14 * syn, _pin_nan(y14), mask=mask)
+    tl.store(o + 15 * syn, _pin_nan(y15), mask=mask)
