@@ -66,12 +66,15 @@ def _lsb(v: float) -> int:
     return int(e) - 53 + (mi & -mi).bit_length() - 1
 
 
+@pytest.mark.parametrize("stats_k", [1024, 64])
 @pytest.mark.parametrize("name", ["mxfp4", "nvfp4", "ufp4", "nvint4"])
-def test_operand_stats_against_numpy(name):
+def test_operand_stats_against_numpy(name, stats_k, monkeypatch):
     """The statistics kernel against float64 numpy on every scale code: la is a lower bound of
     the smallest lsb of the row's nonzero values (equal for E8M0, within the 3 fractional
     bits of UE4M3), -2^20 for NaN scales and values below 2^-60, 2^20 for rows of zeros; na is
-    the largest norm over the K tiles, to float32 rounding."""
+    the largest norm over the K tiles, to float32 rounding. With the columns in one program
+    and split over four (their partial results combined by atomics)."""
+    monkeypatch.setattr(C, "STATS_K", stats_k)
     sch = fp4spec.get_scheme(name)
     rng = np.random.default_rng(1)
     k, tile = 256, 64

@@ -299,7 +299,7 @@ def dequant_bf16_kernel(p_ptr, s_ptr, out_ptr, R, KB, sp, ss, so,
 
 
 @triton.jit
-def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, R, K, sx, ss, BR: tl.constexpr, SB: tl.constexpr,
+def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, R, K, sx, ss, KCH, BR: tl.constexpr, SB: tl.constexpr,
                          BLOCK: tl.constexpr, SCALE: tl.constexpr, ELSB: tl.constexpr, LSB_MIN: tl.constexpr,
                          HA: tl.constexpr, EMAX: tl.constexpr):
     """The certificate's row statistics (:mod:`..certify`) of a bf16 operand (x: int16 bit
@@ -311,7 +311,12 @@ def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, R, K, sx, ss, BR:
     overflows, or la < LSB_MIN (never certified); 2^20 for a row of zeros. HA: also ha[r] =
     the largest assigned exponent of the row's nonzero blocks' scales (E8M0 ``s - 127``, UE4M3
     ``e - 7`` or -6 for e = 0), plus EMAX (the element format's largest assigned exponent)
-    where HA == 2; -2^20 for a row of zeros."""
+    where HA == 2; -2^20 for a row of zeros.
+
+    Program (i, j) reads rows i BR.. and columns j KCH.. (KCH a multiple of SB) and combines
+    its partial results with atomic min / max (order-free, so deterministic): la_ptr must
+    hold 2^20, na_ptr 0 and ha_ptr -2^20 before the launch. Splitting K keeps enough loads in
+    flight; one program per row band was latency-bound."""
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     rmask = rows < R
     r64 = rows.to(tl.int64)
@@ -320,7 +325,8 @@ def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, R, K, sx, ss, BR:
     lsb = tl.full((BR,), 1 << 20, tl.int32)
     hi = tl.full((BR,), -(1 << 20), tl.int32)
     never = tl.zeros((BR,), tl.int32)
-    for k0 in range(0, K, SB):
+    kstart = tl.program_id(1) * KCH
+    for k0 in range(kstart, tl.minimum(kstart + KCH, K), SB):
         cols = k0 + tl.arange(0, SB)
         m = rmask[:, None] & (cols[None, :] < K)
         v = (tl.load(x_ptr + r64[:, None] * sx + cols[None, :], mask=m, other=0).to(tl.int32) << 16).to(
@@ -342,11 +348,13 @@ def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, R, K, sx, ss, BR:
         lsb = tl.minimum(lsb, tl.min(tl.where(nz, bl + ELSB, 1 << 20), axis=1))
         if HA > 0:
             hi = tl.maximum(hi, tl.max(tl.where(nz, bh + EMAX, -(1 << 20)), axis=1))
+    # a partial la below LSB_MIN or a non-finite partial makes the row's minimum -2^20 too
     la = tl.where((never != 0) | (lsb < LSB_MIN), -(1 << 20), lsb)
-    tl.store(la_ptr + rows, la, mask=rmask)
-    tl.store(na_ptr + rows, tl.sqrt_rn(best), mask=rmask)
+    tl.atomic_min(la_ptr + rows, la, mask=rmask)
+    # norms are non-negative floats: their bit patterns order as they do
+    tl.atomic_max(na_ptr + rows, tl.sqrt_rn(best).to(tl.int32, bitcast=True), mask=rmask)
     if HA > 0:
-        tl.store(ha_ptr + rows, hi, mask=rmask)
+        tl.atomic_max(ha_ptr + rows, hi, mask=rmask)
 
 
 def _jit_pair(fn, shape_args):
