@@ -1,5 +1,5 @@
-"""MS-EDEN against Quartet II's own PyTorch code (``quartet2_reference``, ported from
-IST-DASLab/Quartet-II@8776a90), bit for bit where the semantics match:
+"""MS-EDEN against Quartet II's PyTorch path (``quartet2_reference``, fp4spec's own statement of
+what IST-DASLab/Quartet-II@8776a90 computes), bit for bit where the semantics match:
 
 * Steps 1-3 (decode scale, initial block scales, the scaled values y) and the element rounding
   on tie-free inputs equal the reference's float32 values exactly.
