@@ -61,21 +61,18 @@ def _bf16_bits(code, sv, ELEM: tl.constexpr, SCALE: tl.constexpr):
 
     UE4M3 (SCALE 1): one float32 multiplication, exact and normal (|product| >= 2^-10,
     at most 8 significant bits), so its upper 16 bits are the bf16 value. E8M0 (SCALE 0):
-    the bf16 exponent of the element plus s - 127, integers only: >= 255 is +-Inf, <= 0 a
-    bf16 subnormal (the significand shifted right by at most 2, which drops no bit of these
-    elements); a zero element stays a signed zero.
+    one float32 multiplication by 2^(s - 127) (the float32 pattern s << 23; 2^-127, a
+    float32 subnormal, for s = 0), exact: the elements carry at most 3 significant bits and
+    their smallest product, 0.5 * 2^-127 = 2^-128, is a multiple of bf16's subnormal step
+    2^-133, so the product is a bf16 value (float32's upper 16 bits), +-Inf where it reaches
+    2^128, a signed zero for a zero element; s = 255 is NaN.
     """
     v = _element(code, ELEM)
     if SCALE == 1:
         r = ((v * sv).to(tl.int32, bitcast=True) >> 16) & 0xFFFF
     else:
-        b = (v.to(tl.int32, bitcast=True) >> 16) & 0xFFFF
-        mag = b & 0x7FFF
-        e = (mag >> 7) + sv - 127
-        normal = (e << 7) | (mag & 0x7F)
-        sub = (0x80 | (mag & 0x7F)) >> tl.minimum(tl.maximum(1 - e, 0), 15)
-        r = tl.where(e >= 255, 0x7F80, tl.where(e >= 1, normal, sub))
-        r = tl.where(mag == 0, 0, r) | (b & 0x8000)
+        pow2 = tl.where(sv == 0, 0x400000, sv << 23).to(tl.float32, bitcast=True)
+        r = ((v * pow2).to(tl.int32, bitcast=True) >> 16) & 0xFFFF
         r = tl.where(sv == 255, 0x7FC0, r)
     return r
 
