@@ -52,7 +52,7 @@ from typing import Sequence
 import numpy as np
 
 from .block_schemes import Scheme
-from .number_formats import get_format
+from .number_formats import UniformFormat, get_format
 from .elements import encode_scalar
 
 F32 = np.float32
@@ -78,6 +78,10 @@ SELECTION_RULES = ("mse", "mae", "abs_max")
 E2M1 = get_format("e2m1")
 INT4 = get_format("int4_sym")
 UE4M3 = get_format("ue4m3")
+#: The element values an IF4 operand brings into a GEMM datapath (E2M1 values and the INT4
+#: integers -7..7; the INT4 blocks' 6/7 is in :func:`block_multiplier`), within the grid
+#: k * 0.5, |k| <= 15 -- a superset that bounds their exponents and significand bits.
+GEMM_ELEMENTS = UniformFormat("if4_gemm_elements", 5, 0.5)
 
 
 def _f32(fn) -> np.float32:
@@ -326,7 +330,7 @@ def dequantize_reference(q) -> np.ndarray:
 
 
 __all__ = [
-    "BLOCK", "FP_MAX", "TILE_ROWS", "INT_DOWN", "INT_FLAG", "INT_UP", "SCALE_MAX", "SELECTION_RULES",
+    "BLOCK", "FP_MAX", "GEMM_ELEMENTS", "TILE_ROWS", "INT_DOWN", "INT_FLAG", "INT_UP", "SCALE_MAX", "SELECTION_RULES",
     "block_error", "block_multiplier", "block_scale_code", "check_finite", "dequantize_reference",
     "dequantize_scalar", "dequantized_fp", "dequantized_int", "element_multiplier", "element_value",
     "error_sum", "error_terms", "fp_code", "int_code", "is_int_block", "quantize_block_if4",
