@@ -54,26 +54,57 @@ def _dequantized(values, s, amax: np.float32, int_branch: bool):
     return torch.div(p, torch.full_like(p, float(SCALE_MAX * FP_MAX)))  # a true division, not p * (1/2688)
 
 
+def row_sums(t):
+    """:func:`fp4spec.emulator.if4.row_sums`: torch's CPU order over the last axis (16 or 256
+    terms) -- eight lanes, four interleaved vector accumulators, then the lanes from 0."""
+    v = t.reshape(*t.shape[:-1], t.shape[-1] // 8, 8)
+    s = v.shape[-2] // 4
+    acc = [torch.zeros(v.shape[:-2] + (8,), dtype=torch.float32, device=t.device) for _ in range(4)]
+    for i in range(s):
+        acc = [acc[k] + v[..., 4 * i + k, :] for k in range(4)]
+    p = acc[0]
+    for i in range(4 * s, v.shape[-2]):
+        p = p + v[..., i, :]
+    for k in range(1, 4):
+        p = p + acc[k]
+    e = torch.zeros(t.shape[:-1], dtype=torch.float32, device=t.device)
+    for lane in range(8):
+        e = e + p[..., lane]
+    return e
+
+
 def block_errors(blocks, dequantized, rule: str):
-    """Steps 12-14: ``abs_max`` the largest term; ``mse``/``mae`` t_j + t_(j+8), summed from 0."""
+    """Steps 12-14: ``abs_max`` the largest term; ``mse``/``mae`` the terms in torch's CPU order."""
     d = dequantized - blocks
     t = d * d if rule == "mse" else d.abs()
     if rule == "abs_max":
         return t.amax(dim=-1)
-    half = t.shape[-1] // 2
-    p = t[..., :half] + t[..., half:]
-    acc = torch.zeros(t.shape[:-1], dtype=torch.float32, device=t.device)
-    for j in range(half):
-        acc = acc + p[..., j]
-    return acc
+    return row_sums(t)
+
+
+def to_tiles(a, r: int):
+    """:func:`fp4spec.emulator.if4.to_tiles`: ``(..., rows, nb, k)`` -> ``(..., rows / r, nb, r * k)``."""
+    *lead, rows, nb, k = a.shape
+    return a.reshape(*lead, rows // r, r, nb, k).transpose(-3, -2).reshape(*lead, rows // r, nb, r * k)
+
+
+def from_tiles(a, r: int):
+    """The inverse of :func:`to_tiles`."""
+    *lead, tr, nb, rk = a.shape
+    return a.reshape(*lead, tr, nb, r, rk // r).transpose(-3, -2).reshape(*lead, tr * r, nb, rk // r)
 
 
 def quantize_if4(blocks, scheme, rounding: str = "rne", rbits=None, sr_bits: int = 8):
-    """float32 ``blocks`` ``(..., n_blocks, 16)`` -> (codes, scale bytes, S_dec 0-d float32
-    tensor), as :func:`fp4spec.emulator.if4.quantize_if4`. The tensor amax and the check for
-    non-finite input read the device once each (the tensor scale is the emulator's host steps)."""
+    """float32 ``blocks`` ``(..., n_blocks, 16)`` (``if4_2d``: ``(..., rows, n_blocks, 16)``) ->
+    (codes, scale bytes, S_dec 0-d float32 tensor), as :func:`fp4spec.emulator.if4.quantize_if4`.
+    The tensor amax and the check for non-finite input read the device once each (the tensor
+    scale is the emulator's host steps)."""
     dev = blocks.device
     check_finite(blocks.reshape(*blocks.shape[:-2], -1))  # named as x's element (blocked axis last)
+    r = scheme.tile_rows
+    if scheme.is_2d:
+        rbits = None if rbits is None else to_tiles(rbits.expand(blocks.shape), r)
+        blocks = to_tiles(blocks, r)
     vec_max = blocks.abs().amax(dim=-1) if blocks.numel() else torch.zeros(blocks.shape[:-1], device=dev)
     amax, s_enc, s_dec = tensor_scales(np.float32(vec_max.amax().item() if vec_max.numel() else 0.0))  # max of maxes
     scale_values = _table(UE4M3, dev)
@@ -89,6 +120,9 @@ def quantize_if4(blocks, scheme, rounding: str = "rne", rbits=None, sr_bits: int
     use_int = err_int < err_fp
     codes = torch.where(use_int.unsqueeze(-1), it, fp).to(torch.uint8)
     scales = torch.where(use_int, code | INT_FLAG, code).to(torch.uint8)
+    if scheme.is_2d:
+        codes = from_tiles(codes, r)
+        scales = scales.repeat_interleave(r, dim=-2)
     return codes, scales, torch.tensor(float(s_dec), dtype=torch.float32, device=dev)
 
 
@@ -105,4 +139,5 @@ def dequantize_if4(codes, scale_bytes, global_scale):
     return (q * m.unsqueeze(-1)) * g.to(device=dev, dtype=torch.float32)
 
 
-__all__ = ["block_errors", "block_scale_codes", "check_finite", "dequantize_if4", "multipliers", "quantize_if4"]
+__all__ = ["block_errors", "block_scale_codes", "check_finite", "dequantize_if4", "from_tiles", "multipliers",
+           "quantize_if4", "row_sums", "to_tiles"]

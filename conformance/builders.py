@@ -190,23 +190,33 @@ def tie_inputs(rng, targets: np.ndarray, m, scheme: Scheme, offsets: np.ndarray)
     return ulp_step(x, offsets)
 
 
-def if4_every_scale_code(rng) -> np.ndarray:
+def if4_every_scale_code(rng, tile_rows: int = 1) -> np.ndarray:
     """IF4: one row of blocks, S_enc = 1 (a first block holding the amax 2688), then for each
     UE4M3 code 1..126 a block whose scale is that code, its elements on E2M1 and INT4
-    midpoints of the scaled values, one float32 step beside them, and grid points."""
+    midpoints of the scaled values, one float32 step beside them, and grid points.
+    ``tile_rows=16``: the blocks are 16 x 16 tiles (``if4_2d``), 16 rows; there the tiles of odd
+    codes hold E2M1 grid points only (mixed targets over 256 values favour INT4)."""
     from fp4spec.number_formats import get_format
 
     ue4m3 = get_format("ue4m3")
     e2m1 = np.unique(np.abs(get_format("e2m1").values))
     targets = np.concatenate([(e2m1[:-1] + e2m1[1:]) / 2, e2m1[1:], if4_int_targets(np.arange(0.5, 7, 0.5))])
-    rows = []
+    n = 16 * tile_rows
+    anchor = np.zeros(n, np.float32)
+    anchor[0] = 2688.0
+    blocks = [anchor]
     for code in range(1, 127):
         s = np.float32(ue4m3.values[code])
-        t = rng.choice(targets, 15)
+        t = rng.choice(e2m1 if tile_rows > 1 and code % 2 else targets, n - 1)
         vals = (t * float(s)).astype(np.float32)
-        vals = ulp_step(vals, rng.choice([-1, 0, 0, 1], 15)) * np.where(rng.random(15) < 0.5, -1, 1)
-        rows.append(np.concatenate([[np.float32(6.0) * s], vals]).astype(np.float32))
-    return np.concatenate([np.array([[2688.0] + [0.0] * 15], np.float32), np.array(rows)]).reshape(1, -1)
+        vals = ulp_step(vals, rng.choice([-1, 0, 0, 1], n - 1)) * np.where(rng.random(n - 1) < 0.5, -1, 1)
+        blocks.append(np.concatenate([[np.float32(6.0) * s], vals]).astype(np.float32))
+    out = np.array(blocks, np.float32)
+    if tile_rows == 1:
+        return out.reshape(1, -1)
+    from fp4spec.emulator.if4 import from_tiles
+
+    return from_tiles(out[None], tile_rows).reshape(tile_rows, -1)
 
 
 def if4_int_targets(targets: np.ndarray) -> np.ndarray:

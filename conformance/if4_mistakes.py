@@ -76,7 +76,8 @@ def _errors(blocks, dq, rule, element_order: bool):
 
 
 def quantize(x: np.ndarray, scheme, rounding: str = "rne", rbits=None, sr_bits: int = 8, **mistakes):
-    """IF4 of a 2-D float32 ``x`` (blocked along its last axis) with the named ``mistakes`` (True/False)."""
+    """IF4 of a 2-D float32 ``x`` (blocked along its last axis; ``if4_2d``: 16 x 16 tiles, rows a
+    multiple of 16) with the named ``mistakes`` (True/False)."""
     bad = sorted(set(mistakes) - set(MISTAKES))
     if bad:
         raise ValueError(f"mistakes: {bad[0]!r} is not one of {', '.join(MISTAKES)}")
@@ -85,6 +86,9 @@ def quantize(x: np.ndarray, scheme, rounding: str = "rne", rbits=None, sr_bits: 
     k = scheme.block_size
     blocks = np.asarray(x, np.float32).reshape(x.shape[0], -1, k)
     rb = None if rbits is None else np.broadcast_to(rbits, x.shape).reshape(blocks.shape)
+    r_t = scheme.tile_rows
+    if scheme.is_2d:
+        blocks, rb = E.to_tiles(blocks, r_t), None if rb is None else E.to_tiles(rb, r_t)
     amax, s_enc, s_dec = _tensor_scales(np.max(np.abs(blocks)) if blocks.size else F32(0.0), fos)
     code = _scale_codes(np.max(np.abs(blocks), axis=-1), s_enc, fos)
     s = UE4M3.values.astype(np.float32)[code.astype(np.int64)]
@@ -112,6 +116,8 @@ def quantize(x: np.ndarray, scheme, rounding: str = "rne", rbits=None, sr_bits: 
         fp = np.where(finite, fp, 0x3 | (_host_nan_sign() << 3))
         use_int = scales >= INT_FLAG  # fouroversix packs by the scale byte
     codes = np.where(use_int[..., None], it, fp).astype(np.uint8)
+    if scheme.is_2d:
+        codes, scales = E.from_tiles(codes, r_t), np.repeat(scales, r_t, axis=-2)
     return SimpleNamespace(codes=codes.reshape(x.shape), scales=scales, global_scale=F32(s_dec), e1_8=None,
                            e1_16=None)
 

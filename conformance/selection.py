@@ -30,13 +30,14 @@ GRID = 64
 
 
 def has_selection(scheme: Scheme) -> bool:
-    """True for schemes whose blocks choose between two candidates: IF4, 1 x 16 4over6."""
+    """True for schemes whose blocks choose between two candidates: IF4 (1 x 16 and 16 x 16), 1 x 16 4over6."""
     return scheme.structure == "if4" or (scheme.scale_rule == "4over6" and not scheme.is_2d)
 
 
 def margins(scheme: Scheme, blocks: np.ndarray, ts) -> np.ndarray:
     """float64 ``err(alternative) - err(default)`` per block ``(n, k)`` under the tensor scale ``ts``:
-    negative where the reference takes the alternative (INT4; map-to-4)."""
+    negative where the reference takes the alternative (INT4; map-to-4). An IF4 16 x 16 tile is
+    one block of 256 values, row by row."""
     blocks = np.asarray(blocks, np.float32)
     if scheme.structure == "if4":
         from fp4spec.emulator.if4 import candidates
@@ -84,9 +85,15 @@ def _flip(scheme, block, j, ts, lo, hi):
     return _unordered(a), _unordered(c)
 
 
+def _block_len(scheme: Scheme) -> int:
+    """Values per selection block: k, or r * k for an IF4 tile (its values row by row)."""
+    return scheme.block_size * (scheme.tile_rows if scheme.structure == "if4" else 1)
+
+
 def near_tie_block(rng, scheme: Scheme, ts, amax, tries: int = 8) -> np.ndarray | None:
-    """One block of amax ``amax`` whose selection sits one float32 step from flipping (None if none found)."""
-    ctx = builders.BlockContext(scheme, (1, scheme.block_size), ts)
+    """One block (IF4 tile: its values row by row) of amax ``amax`` whose selection sits one float32
+    step from flipping (None if none found)."""
+    ctx = builders.BlockContext(scheme, (1, _block_len(scheme)), ts)
     for _ in range(tries):
         block = builders.block_random(rng, ctx, amax).reshape(-1)
         top = int(np.argmax(np.abs(block)))
@@ -106,18 +113,23 @@ def near_tie_block(rng, scheme: Scheme, ts, amax, tries: int = 8) -> np.ndarray 
 
 
 def near_tie_tensor(rng, scheme: Scheme, rows: int = 2, cols: int = 4) -> np.ndarray:
-    """``rows`` x ``cols`` blocks: the first holds the tensor amax, the others are near-ties (a
-    random block where none was found)."""
-    k = scheme.block_size
+    """``rows`` x ``cols`` blocks (tiles): the first holds the tensor amax, the others are near-ties
+    (a random block where none was found)."""
+    k, n = scheme.block_size, _block_len(scheme)
     g = builders.global_amax(rng, scheme, int(rng.integers(-3, 9)))
     ts = chain.tensor_scale_of_amax(g, scheme)
-    ctx = builders.BlockContext(scheme, (1, k), ts)
+    ctx = builders.BlockContext(scheme, (1, n), ts)
     blocks = [builders.block_random(rng, ctx, g).reshape(-1)]
     for _ in range(rows * cols - 1):
         a = F32(min(float(g), float(g) * 2.0 ** -float(rng.integers(0, 5)) * (1.0 + float(rng.random()))))
         b = near_tie_block(rng, scheme, ts, a)
         blocks.append(b if b is not None else builders.block_random(rng, ctx, a).reshape(-1))
-    return np.stack(blocks).reshape(rows, cols * k).astype(np.float32)
+    out = np.stack(blocks).astype(np.float32)
+    if n == k:
+        return out.reshape(rows, cols * k)
+    from fp4spec.emulator.if4 import from_tiles
+
+    return from_tiles(out.reshape(rows, cols, n), scheme.tile_rows).reshape(rows * scheme.tile_rows, cols * k)
 
 
 def four_over_six_decode_scale(x: np.ndarray, scheme: Scheme, rounding: str = "rne", rbits=None, sr_bits: int = 8):

@@ -37,6 +37,7 @@ import numpy as np
 from fp4spec.matmul_operands import MatmulOperands, datapath_scale_codes
 from fp4spec.accumulator_models import (
     BF16,
+    FP32,
     AccumulatorModel,
     Carrier,
     format_carrier,
@@ -203,11 +204,25 @@ def operand(q, model: AccumulatorModel, rows=None) -> Operand:
     sch = q.scheme
     m = q.moved()
     rows = slice(0, q.shape[0]) if rows is None else rows
+    if sch.structure == "if4":
+        return if4_operand(np.asarray(m["codes"])[rows], np.asarray(m["scales"])[rows], sch.block_size)
     codes = np.asarray(m["codes"])[rows]
     scodes = datapath_scale_codes(model, sch.scale, np.asarray(m["scales"])[rows])
     values = np.take(np.asarray(sch.element.values, np.float64), codes)
     scales = np.take(np.asarray(sch.scale.values, np.float64), scodes)
     return Operand(values, scales, sch.block_size, sch.element, sch.scale, codes, scodes)
+
+
+def if4_operand(codes: np.ndarray, scale_bytes: np.ndarray, block: int) -> Operand:
+    """An IF4 operand as :func:`fp4spec.gemm_reference.if4_ref_row` reads it: e2m1 values or
+    INT4 integers, and the float32 block multipliers (s, or fp32(s * fp32(6/7)))."""
+    from fp4spec.if4 import GEMM_ELEMENTS
+
+    from .if4 import block_multipliers, element_values
+
+    r, k = codes.shape
+    values = element_values(codes.reshape(r, -1, block), scale_bytes).reshape(r, k).astype(np.float64)
+    return Operand(values, block_multipliers(scale_bytes).astype(np.float64), block, GEMM_ELEMENTS, FP32)
 
 
 def quantum_exponent(values: np.ndarray) -> int:

@@ -46,20 +46,35 @@ def _dequantized(values: np.ndarray, s: np.ndarray, amax, int_branch: bool) -> n
         return (p.astype(np.float32) / (SCALE_MAX * FP_MAX)).astype(np.float32)
 
 
+def row_sums(t: np.ndarray) -> np.ndarray:
+    """:func:`fp4spec.scaling.torch_cpu_row_sum` over the last axis (16 or 256 terms): eight
+    lanes, four interleaved vector accumulators, then the lanes in order from 0."""
+    v = t.reshape(*t.shape[:-1], t.shape[-1] // 8, 8)
+    s = v.shape[-2] // 4
+    with np.errstate(all="ignore"):
+        acc = np.zeros((4,) + v.shape[:-2] + (8,), np.float32)
+        for i in range(s):
+            acc = (acc + np.moveaxis(v[..., 4 * i:4 * i + 4, :], -2, 0)).astype(np.float32)
+        p = acc[0]
+        for i in range(4 * s, v.shape[-2]):
+            p = (p + v[..., i, :]).astype(np.float32)
+        for k in range(1, 4):
+            p = (p + acc[k]).astype(np.float32)
+        e = np.zeros(t.shape[:-1], np.float32)
+        for lane in range(8):
+            e = (e + p[..., lane]).astype(np.float32)
+    return e
+
+
 def block_errors(blocks: np.ndarray, dequantized: np.ndarray, rule: str) -> np.ndarray:
     """Steps 12-14: one float32 error per block (``abs_max``: the largest term; ``mse``,
-    ``mae``: t_j + t_(j+8), then the eight sums added in order from 0)."""
+    ``mae``: the terms added in torch's CPU order, :func:`row_sums`)."""
     with np.errstate(all="ignore"):
         d = (dequantized - blocks).astype(np.float32)
         t = (d * d).astype(np.float32) if rule == "mse" else np.abs(d)
-        if rule == "abs_max":
-            return t.max(axis=-1)
-        half = t.shape[-1] // 2
-        p = (t[..., :half] + t[..., half:]).astype(np.float32)
-        acc = np.zeros(t.shape[:-1], np.float32)
-        for j in range(half):
-            acc = (acc + p[..., j]).astype(np.float32)
-    return acc
+    if rule == "abs_max":
+        return t.max(axis=-1)
+    return row_sums(t)
 
 
 def candidates(blocks: np.ndarray, amax, s_enc, s_dec, rule: str, rounding: str = "rne", rbits=None,
@@ -80,19 +95,44 @@ def candidates(blocks: np.ndarray, amax, s_enc, s_dec, rule: str, rounding: str 
     return code, fp, it, err_fp, err_int
 
 
+def to_tiles(a: np.ndarray, r: int) -> np.ndarray:
+    """``(..., rows, n_blocks, k)`` -> ``(..., rows / r, n_blocks, r * k)``: each r x k tile one
+    block, its values row by row (fouroversix's ``permute(0, 2, 1, 3)``)."""
+    *lead, rows, nb, k = a.shape
+    t = a.reshape(*lead, rows // r, r, nb, k)
+    return np.swapaxes(t, -3, -2).reshape(*lead, rows // r, nb, r * k)
+
+
+def from_tiles(a: np.ndarray, r: int) -> np.ndarray:
+    """The inverse of :func:`to_tiles`."""
+    *lead, tr, nb, rk = a.shape
+    t = a.reshape(*lead, tr, nb, r, rk // r)
+    return np.swapaxes(t, -3, -2).reshape(*lead, tr * r, nb, rk // r)
+
+
 def quantize_if4(blocks: np.ndarray, scheme, rounding: str = "rne", rbits=None, sr_bits: int = 8):
     """Quantize float32 ``blocks`` of shape ``(..., n_blocks, 16)``; the amax is over all of them.
+    For 16 x 16 tiles (``if4_2d``) the shape is ``(..., rows, n_blocks, 16)``, rows a multiple
+    of 16, and each tile is one block (:func:`to_tiles`).
 
     Returns ``(codes, scale_bytes, S_dec)``: uint8 codes of blocks' shape, uint8 scale bytes
-    ``(..., n_blocks)`` (bit 7 set for INT4 blocks), the float32 decode scale.
+    ``(..., n_blocks)`` (bit 7 set for INT4 blocks; a tile's byte on each of its rows), the
+    float32 decode scale.
     """
     blocks = np.asarray(blocks, np.float32)
     check_finite(blocks)
     amax, s_enc, s_dec = tensor_scales(np.max(np.abs(blocks)) if blocks.size else F32(0.0))
+    r = scheme.tile_rows
+    if scheme.is_2d:
+        rbits = None if rbits is None else to_tiles(np.broadcast_to(rbits, blocks.shape), r)
+        blocks = to_tiles(blocks, r)
     code, fp, it, err_fp, err_int = candidates(blocks, amax, s_enc, s_dec, scheme.scale_rule, rounding, rbits, sr_bits)
     use_int = err_int < err_fp
     codes = np.where(use_int[..., None], it, fp).astype(np.uint8)
     scales = np.where(use_int, code | INT_FLAG, code).astype(np.uint8)
+    if scheme.is_2d:
+        codes = from_tiles(codes, r)
+        scales = np.repeat(scales, r, axis=-2)
     return codes, scales, s_dec
 
 
@@ -119,5 +159,5 @@ def dequantize_if4(codes: np.ndarray, scale_bytes: np.ndarray, global_scale) -> 
         return ((q * m[..., None]).astype(np.float32) * F32(global_scale)).astype(np.float32)
 
 
-__all__ = ["block_errors", "block_multipliers", "block_scale_codes", "candidates", "dequantize_if4", "element_values", "multipliers",
-           "quantize_if4"]
+__all__ = ["block_errors", "block_multipliers", "block_scale_codes", "candidates", "dequantize_if4", "element_values",
+           "from_tiles", "multipliers", "quantize_if4", "row_sums", "to_tiles"]

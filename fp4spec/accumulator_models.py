@@ -436,8 +436,12 @@ E5M2FNUZ = Carrier("e5m2fnuz", 2, -15, 57344.0)
 def format_carrier(fmt) -> Carrier:
     """A catalogue format as its own carrier: ``emin`` is the smallest normal exponent
     (floats), 0 for integers, log2(step) for uniform grids; ``man_bits`` the fewest
-    fractional significand bits that make every finite value an integer."""
+    fractional significand bits that make every finite value an integer. A :class:`Carrier`
+    is its own carrier (IF4 block multipliers are float32 values: :data:`FP32`)."""
     from fractions import Fraction
+
+    if isinstance(fmt, Carrier):
+        return fmt
 
     from .elements import floor_log2
 

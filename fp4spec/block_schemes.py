@@ -16,7 +16,9 @@ Three structures:
   (implemented in :mod:`fp4spec.hif4`).
 * ``"if4"`` -- IF4 (fouroversix): the NVFP4 structure, but each block of 16 is E2M1 or an
   INT4 grid stretched by 6/7, whichever the scale rule (``mse``, ``mae``, ``abs_max``)
-  prefers; the E4M3 scale's sign bit flags INT4 (implemented in :mod:`fp4spec.if4`).
+  prefers; the E4M3 scale's sign bit flags INT4 (implemented in :mod:`fp4spec.if4`). Blocks
+  are 1 x 16 or 16 x 16 tiles (``if4_2d``: one scale and one choice per 256 values,
+  fouroversix's ``block_scale_2d``).
 
 Catalogue (:data:`schemes`):
 
@@ -33,6 +35,7 @@ nvint4                  int4_sym  16      ue4m3    amax    te   (+ fp32 tensor s
 nvint4_e0m3             e0m3      16      ue4m3    amax    te   (+ fp32 tensor scale) [e]
 hif4                    s1p2      64      e6m2     hif4    hif4
 if4                     e2m1|int4 16      e4m3[s]  mse     fouroversix (+ fp32 tensor scale)
+if4_2d                  e2m1|int4 16x16   e4m3[s]  mse     fouroversix (+ fp32 tensor scale)
 ======================  ========  ======  =======  ======  =========================
 
 [s] the E4M3 byte's sign bit is IF4's INT4 flag; its low 7 bits are the UE4M3 scale.
@@ -244,8 +247,9 @@ class Scheme:
             if getattr(self, field).name != want:
                 raise ValueError(f"{field}: IF4 is defined with {want!r} only (its INT4 blocks are flagged by the "
                                  f"E4M3 scale's sign bit)")
-        if self.block_shape != (16,):
-            raise ValueError(f"block_shape: IF4 blocks are 1 x 16 elements; {self.block_shape!r} is not modelled")
+        if self.block_shape not in ((16,), (16, 16)):
+            raise ValueError(f"block_shape: IF4 blocks are 1 x 16 elements or 16 x 16 tiles (fouroversix's "
+                             f"block_scale_2d); {self.block_shape!r} is not modelled")
         if self.global_scale != "fp32":
             raise ValueError(f"global_scale: IF4 has a float32 tensor scale ('fp32'), not {self.global_scale!r}")
         for field in ("element_max", "scale_max", "error_mode"):
@@ -281,6 +285,7 @@ def _catalogue() -> dict[str, Scheme]:
         _two_level("nvint4_e0m3", "e0m3"),
         Scheme("hif4", "hif4", get_format("s1p2"), (64,), get_format("e6m2"), "hif4", None, "hif4"),
         Scheme("if4", "if4", get_format("e2m1"), (16,), get_format("e4m3"), "mse", "fp32", "fouroversix"),
+        Scheme("if4_2d", "if4", get_format("e2m1"), (16, 16), get_format("e4m3"), "mse", "fp32", "fouroversix"),
     ]
     return {s.name: s for s in items}
 

@@ -136,6 +136,27 @@ class RefRow:
         return self.scales[k // self.block]
 
 
+def if4_ref_row(codes, scale_bytes, scheme) -> RefRow:
+    """One row of an IF4 operand as the GEMM models read it: element k is e2m1(code), or the
+    integer int4(code) in an INT4 block; the block scale is the block's multiplier
+    :func:`fp4spec.if4.block_multiplier` -- s, or fp32(s * fp32(6/7)) for INT4 blocks (6/7
+    rounded once into the float32 scale, as fouroversix's IF4 MAC and fp4spec's dequantize do),
+    None where s is NaN (low bits 0x7F)."""
+    from . import if4
+
+    vals, negs = [], []
+    for k, code in enumerate(codes):
+        fmt = if4.INT4 if if4.is_int_block(scale_bytes[k // scheme.block_size]) else if4.E2M1
+        v = fmt.decode_exact(int(code))
+        negs.append(math.copysign(1.0, float(v)) < 0)
+        vals.append(Fraction(v))
+    scales = []
+    for sb in scale_bytes:
+        m = float(if4.block_multiplier(int(sb)))
+        scales.append(None if math.isnan(m) else Fraction(m))
+    return RefRow(tuple(vals), tuple(negs), tuple(scales), scheme.block_size, if4.GEMM_ELEMENTS, FP32)
+
+
 def ref_rows(q, model: AccumulatorModel) -> list[RefRow]:
     """The rows of a 2-d QuantizedTensor blocked along its last axis, decoded exactly: its
     own ``q.shape[0]`` rows (rows that ``quantize(pad=True)`` added to fill 2-d tiles are not
@@ -145,6 +166,8 @@ def ref_rows(q, model: AccumulatorModel) -> list[RefRow]:
     sch = q.scheme
     fmt, sfmt = sch.element, sch.scale
     n = q.shape[0]
+    if sch.structure == "if4":
+        return [if4_ref_row(c, s, sch) for c, s in zip(np.asarray(q.codes)[:n], np.asarray(q.scales)[:n])]
     rows = []
     for codes, scodes in zip(np.asarray(q.codes)[:n], np.asarray(q.scales)[:n]):
         vals, negs = [], []
@@ -411,6 +434,7 @@ __all__ = [
     "fdpa_step",
     "fma32",
     "fused_sum",
+    "if4_ref_row",
     "matmul_reference",
     "mul32",
     "nan_value",

@@ -1,4 +1,4 @@
-"""IF4 block quantization: the normative scalar algorithm, one block of 16 values at a time.
+"""IF4 block quantization: the normative scalar algorithm, one block (1 x 16 or 16 x 16) at a time.
 
 IF4 (arXiv 2603.28765, MIT's fouroversix package) stores each block of 16 values either as
 E2M1 elements or as a uniform INT4 grid, chosen per block, with one E4M3 block scale whose
@@ -32,6 +32,12 @@ unchanged; docs/divergences.md lists the smallest inputs):
   block whose E4M3 scale rounded down by 7/6 or more (only subnormal scales can) rounds
   values >= 7 to 8 and packs 8 as code ``0x8`` (-0). Here the E2M1 branch saturates to +-6,
   as NVFP4 does.
+* **16 x 16 tiles** (``if4_2d``) are fouroversix's ``block_scale_2d=True`` for IF4: each tile of
+  16 rows x 16 columns is one block of 256 values, taken in row-major order (its
+  ``reshape(-1, 16, C / 16, 16).permute(0, 2, 1, 3)``): one amax, one scale byte, one E2M1/INT4
+  choice whose error sums 256 terms in torch's CPU order (:func:`error_sum`). Every row of
+  the tile stores the tile's scale byte (as ``nvfp4_2d``). Rows must be a multiple of 16
+  (fouroversix asserts it; here ``pad=True`` pads with zero rows).
 * **Rounding modes.** fouroversix rounds to nearest (or adds ``torch.rand`` noise). Here
   both branches round with the same mode, every mode of :data:`fp4spec.ROUNDING_MODES`;
   under ``"sr"`` element i of both candidates uses the same random value ``rbits[i]``.
@@ -46,14 +52,16 @@ from typing import Sequence
 import numpy as np
 
 from .block_schemes import Scheme
-from .number_formats import get_format
+from .number_formats import UniformFormat, get_format
 from .elements import encode_scalar
 
 F32 = np.float32
 FLT_MAX = F32(np.finfo(np.float32).max)
 
-#: IF4 blocks hold 16 elements.
+#: IF4 blocks hold 16 elements along the row.
 BLOCK = 16
+#: Rows of an ``if4_2d`` tile (one block of 16 x 16 = 256 values).
+TILE_ROWS = 16
 #: The value the block amax maps to (E2M1's max; the INT4 grid's top 7 * 6/7).
 FP_MAX = F32(6.0)
 #: The largest E4M3 block scale (``Emax``): S_enc = fp32(Emax * FP_MAX / amax).
@@ -70,6 +78,10 @@ SELECTION_RULES = ("mse", "mae", "abs_max")
 E2M1 = get_format("e2m1")
 INT4 = get_format("int4_sym")
 UE4M3 = get_format("ue4m3")
+#: The element values an IF4 operand brings into a GEMM datapath (E2M1 values and the INT4
+#: integers -7..7; the INT4 blocks' 6/7 is in :func:`block_multiplier`), within the grid
+#: k * 0.5, |k| <= 15 -- a superset that bounds their exponents and significand bits.
+GEMM_ELEMENTS = UniformFormat("if4_gemm_elements", 5, 0.5)
 
 
 def _f32(fn) -> np.float32:
@@ -180,9 +192,10 @@ def error_terms(block: Sequence, dequantized: Sequence, rule: str) -> list:
 
 
 def error_sum(terms: Sequence) -> np.float32:
-    """13. The block error of ``mse`` and ``mae``: the 16 terms summed in float32 in the order
-    of ``torch.sum`` over a contiguous row of 16 on the CPU (eight lanes):
-    p_j = fp32(t_j + t_(j+8)) for j = 0..7, then e = fp32(...fp32(fp32(0 + p_0) + p_1) ... + p_7)."""
+    """13. The block error of ``mse`` and ``mae``: the 16 (or, for a 16 x 16 tile, 256) terms
+    summed in float32 in the order of ``torch.sum`` over a contiguous row on the CPU
+    (:func:`fp4spec.scaling.torch_cpu_row_sum`). For 16 terms: p_j = fp32(t_j + t_(j+8)) for
+    j = 0..7, then e = fp32(...fp32(fp32(0 + p_0) + p_1) ... + p_7)."""
     from .scaling import torch_cpu_row_sum
 
     return torch_cpu_row_sum(terms)
@@ -202,7 +215,8 @@ def block_error(block: Sequence, dequantized: Sequence, rule: str) -> np.float32
 
 def quantize_block_if4(block: Sequence, amax, s_enc, s_dec, rule: str = "mse", rounding: str = "rne",
                        rbits: Sequence | None = None, sr_bits: int = 8) -> tuple[list[int], int]:
-    """Quantize one block of 16 float32 values: (element codes, scale byte).
+    """Quantize one block of float32 values: (element codes, scale byte). A block is 16 values,
+    or the 256 values of a 16 x 16 tile in row-major order.
 
     Steps 4-14 above for the block (amax, S_enc, S_dec from :func:`tensor_scales`), then:
 
@@ -228,14 +242,29 @@ def quantize_block_if4(block: Sequence, amax, s_enc, s_dec, rule: str = "mse", r
     return fp, code
 
 
+def tiles(shape: tuple[int, ...], scheme: Scheme):
+    """The index tuples of every block of an array of ``shape`` (blocked axis last), each block
+    a list of element indices in the order its values are taken: 16 along the row, or for
+    16 x 16 tiles the 256 elements row by row."""
+    k, r = scheme.block_size, scheme.tile_rows
+    lead = shape[:-2] if scheme.is_2d else shape[:-1]
+    row_starts = range(0, shape[-2], r) if scheme.is_2d else [None]
+    for idx in np.ndindex(*lead):
+        for r0 in row_starts:
+            rows = [idx] if r0 is None else [idx + (i,) for i in range(r0, r0 + r)]
+            for b in range(shape[-1] // k):
+                yield [ri + (j,) for ri in rows for j in range(b * k, (b + 1) * k)]
+
+
 def quantize_reference(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbits=None, sr_bits: int = 8,
                        pad: bool = False):
     """The slow reference quantizer of an ``if4`` scheme: a :class:`~fp4spec.quantized.QuantizedTensor`.
 
-    0. :func:`fp4spec.scaling.prepare_input` (float32, blocked axis last, padding); then
-       every value must be finite (:func:`check_finite`).
+    0. :func:`fp4spec.scaling.prepare_input` (float32, blocked axis last, padding; 16 x 16
+       tiles: rows a multiple of 16); then every value must be finite (:func:`check_finite`).
     1. amax = max |x| over the whole tensor; :func:`tensor_scales`.
-    2. :func:`quantize_block_if4` for every block; the tensor's ``global_scale`` is S_dec.
+    2. :func:`quantize_block_if4` for every block (:func:`tiles`); every row of a block
+       stores its scale byte; the tensor's ``global_scale`` is S_dec.
     """
     from .quantized import QuantizedTensor
     from .scaling import prepare_input
@@ -245,16 +274,14 @@ def quantize_reference(x, scheme: Scheme, *, axis=-1, rounding: str = "rne", rbi
     check_finite(xp)
     amax, s_enc, s_dec = tensor_scales(np.max(np.abs(xp)) if xp.size else F32(0.0))
     k = scheme.block_size
-    nb = xp.shape[-1] // k
     codes = np.zeros(xp.shape, np.uint8)
-    scales = np.zeros(xp.shape[:-1] + (nb,), np.uint8)
-    for idx in np.ndindex(*xp.shape[:-1]):
-        for b in range(nb):
-            sl = idx + (slice(b * k, (b + 1) * k),)
-            c, s = quantize_block_if4(list(xp[sl]), amax, s_enc, s_dec, scheme.scale_rule, rounding,
-                                      None if rp is None else list(rp[sl]), sr_bits)
-            codes[sl] = c
-            scales[idx + (b,)] = s
+    scales = np.zeros(xp.shape[:-1] + (xp.shape[-1] // k,), np.uint8)
+    for block in tiles(xp.shape, scheme):
+        c, s = quantize_block_if4([xp[i] for i in block], amax, s_enc, s_dec, scheme.scale_rule, rounding,
+                                  None if rp is None else [rp[i] for i in block], sr_bits)
+        for i, code in zip(block, c):
+            codes[i] = code
+            scales[i[:-1] + (i[-1] // k,)] = s
     return QuantizedTensor.from_moved(codes, scales, s_dec, scheme, prep.axis, prep.shape)
 
 
@@ -303,9 +330,9 @@ def dequantize_reference(q) -> np.ndarray:
 
 
 __all__ = [
-    "BLOCK", "FP_MAX", "INT_DOWN", "INT_FLAG", "INT_UP", "SCALE_MAX", "SELECTION_RULES",
+    "BLOCK", "FP_MAX", "GEMM_ELEMENTS", "TILE_ROWS", "INT_DOWN", "INT_FLAG", "INT_UP", "SCALE_MAX", "SELECTION_RULES",
     "block_error", "block_multiplier", "block_scale_code", "check_finite", "dequantize_reference",
     "dequantize_scalar", "dequantized_fp", "dequantized_int", "element_multiplier", "element_value",
     "error_sum", "error_terms", "fp_code", "int_code", "is_int_block", "quantize_block_if4",
-    "quantize_reference", "scaled_value", "tensor_scales",
+    "quantize_reference", "scaled_value", "tensor_scales", "tiles",
 ]

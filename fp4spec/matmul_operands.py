@@ -15,6 +15,10 @@ from .accumulator_models import AccumulatorModel, accumulators, code_representab
 from .quantized import QuantizedTensor
 
 
+#: Accumulator algorithms that take IF4 operands (:func:`check_operands` step 2).
+IF4_ALGORITHMS = ("exact", "fma")
+
+
 @dataclasses.dataclass(frozen=True)
 class MatmulOperands:
     """Validated operands of a matmul: shapes, the tensor-scale product and c."""
@@ -43,8 +47,13 @@ def _element_ok(model: AccumulatorModel, q, arg: str):
         raise ValueError(f"{arg}: the 'hif4' scheme has no published dot-product datapath (its "
                          f"accumulation is unknown); matmul supports MX and two-level schemes")
     if sch.structure == "if4":
-        raise ValueError(f"{arg}: the 'if4' scheme has no accumulator model yet (its INT4 blocks carry 6/7 and a "
-                         f"flag in the scale byte); matmul supports MX and two-level schemes")
+        if model.algorithm not in IF4_ALGORITHMS or model.scales not in ("exact", "fp32_operand"):
+            raise ValueError(f"{arg}: IF4 operands ({sch.name}) are modelled by the accumulators 'exact' and 'fp32' "
+                             f"(elements times the block multiplier s or fp32(s * fp32(6/7))); {model.name!r} takes "
+                             f"E4M3 scales without IF4's INT4 flag")
+        if _scannable(q) and np.asarray(_numpy(q.codes)).size and int(np.max(_numpy(q.codes))) >= 16:
+            raise ValueError(f"{arg}: element codes must be below 2^4 for IF4")
+        return
     fmt = sch.element
     if model.elements is not None and fmt.name not in model.elements:
         hint = ""
@@ -119,7 +128,9 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
 
     1. Both are :class:`~fp4spec.quantized.QuantizedTensor` of rank 2, blocked along the
        last axis (K), with the same K and the same padded K.
-    2. The schemes are not HiF4; the element codes are finite; the element formats and the
+    2. The schemes are not HiF4; IF4 operands only under ``exact`` and ``fp32`` (algorithms
+       ``exact``/``fma`` with exact or float32 operands; their block scales are the IF4 block
+       multipliers, :func:`fp4spec.if4.block_multiplier`); the element codes are finite; the element formats and the
        ``(scale format, block size)`` pairs are ones the model takes (hardware models: A and
        B with the same pair); scale bytes are codes of the scale format, except that a UE4M3
        byte with bit 7 set is taken under ``ue4m3_sign_bit="ignore"`` (the datapath reads
@@ -199,4 +210,4 @@ def check_operands(model: AccumulatorModel, qa, qb, c=None) -> MatmulOperands:
     return MatmulOperands(m, n, qa.shape[1], kp, tensor_scale_product(qa.global_scale, qb.global_scale), c32)
 
 
-__all__ = ["MatmulOperands", "check_operands", "datapath_scale_codes", "tensor_scale_product"]
+__all__ = ["IF4_ALGORITHMS", "MatmulOperands", "check_operands", "datapath_scale_codes", "tensor_scale_product"]

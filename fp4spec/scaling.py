@@ -356,16 +356,40 @@ def _rows_codes(rows, multiplier, scheme, rounding, rbits_rows, sr_bits):
 
 
 def torch_cpu_row_sum(terms: Sequence) -> np.float32:
-    """The float32 sum of a row of 16 in the order of ``torch.sum`` over a contiguous row on the
-    CPU (eight lanes): p_j = fp32(t_j + t_(j+8)) for j = 0..7, then
-    e = fp32(...fp32(fp32(0 + p_0) + p_1) ... + p_7). fouroversix's block errors add so."""
+    """The float32 sum of a contiguous row of n terms (n a multiple of 8, n < 512) in the order
+    of ``torch.sum`` on the CPU (``vectorized_inner_sum`` with eight float lanes and four
+    interleaved vector accumulators). fouroversix's block errors add so (16 terms: IF4 and
+    4over6 blocks; 256 terms: IF4 16 x 16 tiles).
+
+    1. Lane l of vector i is t_(8i+l), i = 0 .. V-1 with V = n / 8; S = V // 4.
+    2. Four vector accumulators from 0: A_k = fp32(...fp32(0 + v_k) + v_(4+k) ... + v_(4(S-1)+k)), k = 0..3.
+    3. P = A_0, then P = fp32(P + v_i) for i = 4S .. V-1, then P = fp32(fp32(fp32(P + A_1) + A_2) + A_3).
+    4. e = fp32(...fp32(fp32(0 + P_0) + P_1) ... + P_7).
+
+    For n = 16 (S = 0) this is p_j = fp32(t_j + t_(j+8)), then e = 0 + p_0 + ... + p_7 in order.
+    """
     t = [F32(v) for v in terms]
-    half = len(t) // 2
-    acc = F32(0.0)
-    for j in range(half):
-        p = _f32_op(lambda: t[j] + t[j + half])
-        acc = _f32_op(lambda: acc + p)
-    return acc
+    n = len(t)
+    if n % 8 or not 0 < n < 512:
+        raise ValueError(f"terms: torch's CPU row order is modelled for 8 <= n < 512, n a multiple of 8, not {n}")
+    v = [t[8 * i:8 * i + 8] for i in range(n // 8)]
+    s = len(v) // 4
+
+    def add(a, b):
+        return [_f32_op(lambda: x + y) for x, y in zip(a, b)]
+
+    acc = [[F32(0.0)] * 8 for _ in range(4)]
+    for i in range(s):
+        acc = [add(acc[k], v[4 * i + k]) for k in range(4)]
+    p = acc[0]
+    for i in range(4 * s, len(v)):
+        p = add(p, v[i])
+    for k in range(1, 4):
+        p = add(p, acc[k])
+    e = F32(0.0)
+    for lane in p:
+        e = _f32_op(lambda: e + lane)
+    return e
 
 
 def four_over_six_row_error(row, codes, scale_code, ts: TensorScale, scheme: Scheme) -> np.float32:

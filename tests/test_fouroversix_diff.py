@@ -14,6 +14,9 @@ package ``__init__``); CI installs it in ``.ci/run``. Without it these tests ski
 * NVFP4 (every scale rule), NVINT4, MXFP4 under profile ``fouroversix``: equal on ordinary
   tensors; on every adversarial kind (NaN and Inf included) equal to
   :mod:`fp4spec.conformance.fouroversix_model` -- the profile plus fouroversix's departures.
+* IF4 16 x 16 tiles (``if4_2d``, fouroversix's ``block_scale_2d=True``): equal on ordinary
+  tensors and on tile near-ties (the 256 error terms in torch's CPU order); on adversarial
+  tensors equal to the spec with fouroversix's departures.
 * The smallest inputs of each departure, and of the one 4over6 policy difference from
   TransformerEngine (the order the 16 error terms are added in).
 """
@@ -113,6 +116,59 @@ def test_smallest_input_tiny_tensor():
     assert scales[0, 0] == 0x7E and g == 0
     assert set(codes[0]) <= {0x3, 0xB}
     assert q.codes[0, 0] == 0x7 and np.isfinite(fp4spec.dequantize(q)).all()
+
+
+# -- IF4 16 x 16 tiles -------------------------------------------------------------------------------
+
+def _theirs_2d(x, rule):
+    codes, scales, amax = F.quantize(x, "if4", rule, block_scale_2d=True)
+    return codes, scales, F.decode_scale(amax, 448.0, 6.0)
+
+
+def _equal_2d(x, rule, want) -> bool:
+    codes, scales, g = _theirs_2d(x, rule)
+    return (np.array_equal(codes, np.asarray(want.codes)) and np.array_equal(scales, np.asarray(want.scales))
+            and F32(g).view(np.uint32) == F32(want.global_scale).view(np.uint32))
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_2d_ordinary_tensors_equal(rule):
+    rng = np.random.default_rng(10)
+    sch = fp4spec.get_scheme("if4_2d", scale_rule=rule)
+    both = set()
+    for i in range(16):
+        x = (rng.standard_normal((32, 64)) * np.exp2(rng.integers(-6, 6, (32, 64)))).astype(np.float32)
+        if i % 2:
+            x[:16, :32] = rng.uniform(-1, 1, (16, 32))  # tiles the INT4 grid suits
+        x *= F32(2.0 ** int(rng.integers(-20, 20)))
+        q = fp4spec.quantize(x, sch)
+        assert _equal_2d(x, rule, q)
+        both |= set((q.scales >= 0x80).ravel().tolist())
+    assert both == {False, True}
+
+
+@pytest.mark.parametrize("rule", ("mse", "mae"))
+def test_2d_near_ties_equal(rule):
+    """Tiles one float32 step from flipping: fouroversix adds the 256 error terms in the spec's
+    order (torch's CPU sum, four interleaved vector accumulators), not in element order."""
+    rng = np.random.default_rng(11)
+    sch = fp4spec.get_scheme("if4_2d", scale_rule=rule)
+    other_order = 0
+    for _ in range(4):
+        x = selection.near_tie_tensor(rng, sch, rows=1, cols=4)
+        assert _equal_2d(x, rule, fp4spec.quantize(x, sch))
+        other_order += not _equal_2d(x, rule, if4_mistakes.quantize(x, sch, element_order=True))
+    assert other_order > 0
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_2d_adversarial_tensors_equal_the_spec_or_its_named_departures(rule):
+    rng = np.random.default_rng(12)
+    sch = fp4spec.get_scheme("if4_2d", scale_rule=rule)
+    for kind in builders.kinds_for(sch):
+        for _ in range(4):
+            x = builders.build_tensor(rng, sch, kind, block_rows=2, block_cols=2, spread=40)
+            assert _equal_2d(x, rule, if4_mistakes.quantize(x, sch, fouroversix=True)), kind
 
 
 # -- NVFP4, NVINT4, MXFP4 under profile fouroversix -------------------------------------------------

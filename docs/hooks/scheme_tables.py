@@ -25,6 +25,7 @@ SCHEME_PAGES = {
     "nvint4_e0m3": "ufp4.md",
     "hif4": "hif4.md",
     "if4": "if4.md",
+    "if4_2d": "if4.md",
 }
 
 

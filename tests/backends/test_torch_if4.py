@@ -24,8 +24,8 @@ ROUNDINGS = ("rne", "rna", "rtz", "rup", "rdn", "rto", "sr")
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _same(x, rule, rounding="rne", seed=0):
-    sch = fp4spec.get_scheme("if4", scale_rule=rule)
+def _same(x, rule, rounding="rne", seed=0, scheme="if4"):
+    sch = fp4spec.get_scheme(scheme, scale_rule=rule)
     rb = np.random.default_rng(seed).integers(0, 256, x.shape) if rounding == "sr" else None
     ref = fp4spec.quantize(x, sch, rounding=rounding, rbits=rb)
     q = fp4spec.quantize(torch.from_numpy(np.ascontiguousarray(x)).to(DEV), sch, rounding=rounding,
@@ -81,3 +81,30 @@ def test_non_finite_input_is_refused(bad):
     x[0, 5] = bad
     with pytest.raises(ValueError, match=r"IF4 is defined for finite input; x\[0, 5\]"):
         fp4spec.quantize(torch.from_numpy(x).to(DEV), "if4", backend="torch")
+
+
+# -- 16 x 16 tiles (if4_2d) ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("rounding", ("rne", "rtz", "sr"))
+def test_2d_every_scale_code(rule, rounding):
+    _same(builders.if4_every_scale_code(np.random.default_rng(5), tile_rows=16), rule, rounding, scheme="if4_2d")
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_2d_adversarial_kinds_and_near_ties(rule):
+    sch = fp4spec.get_scheme("if4_2d", scale_rule=rule)
+    rng = np.random.default_rng(6)
+    for kind in builders.kinds_for(sch):
+        x = builders.build_tensor(rng, sch, kind, block_rows=2, block_cols=2, spread=20)
+        _same(x, rule, "sr" if kind == "ties" else "rne", seed=int(rng.integers(1 << 30)), scheme="if4_2d")
+    if rule != "abs_max":
+        _same(selection.near_tie_tensor(rng, sch, rows=1, cols=3), rule, scheme="if4_2d")
+
+
+@settings(max_examples=20, deadline=None)
+@given(x=hnp.arrays(np.float32, st.tuples(st.integers(1, 2), st.sampled_from([16, 32]), st.sampled_from([16, 48])),
+                    elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=True)),
+       rule=st.sampled_from(RULES), rounding=st.sampled_from(ROUNDINGS))
+def test_2d_hypothesis(x, rule, rounding):
+    _same(x, rule, rounding, scheme="if4_2d")

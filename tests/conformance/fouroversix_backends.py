@@ -70,9 +70,10 @@ def unavailable_reason() -> str:
     return ""
 
 
-def quantize(x: np.ndarray, dtype: str, scale_rule: str):
+def quantize(x: np.ndarray, dtype: str, scale_rule: str, *, block_scale_2d: bool = False):
     """fouroversix ``quantize_to_fp4`` of a 2-D float32 array on the CPU, round to nearest:
-    (codes one per element, scale bytes per block, amax as float32)."""
+    (codes one per element, scale bytes per block, amax as float32). ``block_scale_2d``: 16 x 16
+    tiles (rows a multiple of 16); every row of a tile carries the tile's scale byte."""
     import torch
 
     ref = reference()
@@ -80,7 +81,7 @@ def quantize(x: np.ndarray, dtype: str, scale_rule: str):
     packed, scales, amax = ref.quantize_to_fp4(
         torch.from_numpy(np.ascontiguousarray(x, np.float32)), fp4_format=utils.DataType(dtype),
         scale_rule=utils.ScaleRule(scale_rule), round_style=utils.RoundStyle.nearest,
-        use_blackwell_scale_layout=False)
+        use_blackwell_scale_layout=False, block_scale_2d=block_scale_2d)
     p = packed.numpy()
     codes = np.stack([p & 0xF, p >> 4], axis=-1).reshape(x.shape).astype(np.uint8)
     k = utils.DataType(dtype).block_size

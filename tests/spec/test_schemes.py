@@ -24,7 +24,7 @@ def _data(shape, seed=0):
 
 def test_catalogue_names():
     assert ALL == ["mxfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2",
-                   "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "nvint4_e0m3", "hif4", "if4"]
+                   "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "nvint4_e0m3", "hif4", "if4", "if4_2d"]
 
 
 @pytest.mark.parametrize("name,element,block,scale,rule,profile", [
