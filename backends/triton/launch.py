@@ -17,7 +17,7 @@ from .. import torch_backend as tb
 from . import capability
 from .capability import MX_RULES, interpret
 from .config import DEFAULT_CONFIG, TritonConfig
-from .kernels import columnwise, mx_wide, rht, rowwise, tile
+from .kernels import columnwise, hif4, mx_wide, rht, rowwise, tile
 
 
 @dataclasses.dataclass
@@ -318,6 +318,25 @@ def cols_wide(p: Plan, ts, codes, scales, cpad):
         CUBLAS=p.scale_layout == "cublas", num_warps=p.num_warps or w, **wide_flags(p.sch))
 
 
+# -- HiF4 (groups of 64: codes, E6M2 scale, micro-exponent bits) ------------------------------------------
+
+
+def hif4_launch(p: Plan, packed, scales, e1_8, e1_16, flag):
+    """``rows_hif4`` (rowwise, contiguous) and ``cols_hif4`` (axis 0: x2 is the (N, M)
+    tensor, unit column stride): BR groups per program; flag (int32, one element) is set
+    where a group is non-finite."""
+    G = p.N // 64
+    br, w = p.cfg.hif4
+    br = p.BM or br
+    cols = not p.rowwise
+    grid = (triton.cdiv(p.M, br), G) if cols else (triton.cdiv(p.M * G, br),)
+    if p.M * G:
+        hif4.quantize_hif4_kernel[grid](
+            p.x2.view(torch.int16) if p.bf16 else p.x2, packed.view(torch.int32), scales, e1_8, e1_16, flag, p.M, G,
+            p.sxn, BR=br, COLS=cols, IN_BF16=p.bf16, SPLIT=p.x2.dtype == torch.float32,
+            num_warps=p.num_warps or w)
+
+
 # -- the generic tile kernel ------------------------------------------------------------------------------
 
 
@@ -460,4 +479,4 @@ def rht_apply(x2, M, N, sxm, sxn, rp, config=None):
 
 
 __all__ = ["Plan", "as_matrix", "global_amax", "like_matrix", "rht_apply", "rht_global_amax", "rows_bf16_launcher",
-           "scheme_flags", "sign_words", "wide_flags"]
+           "hif4_launch", "scheme_flags", "sign_words", "wide_flags"]
