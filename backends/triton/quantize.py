@@ -282,13 +282,13 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     if rp is not None and variant is not None and variant not in RHT_VARIANTS:
         raise ValueError(f"variant: {variant!r} with rht: None, " + ", ".join(map(repr, RHT_VARIANTS)))
     name = variant or default_variant(p)
-    if name != "unfused" and (name in WIDE_VARIANTS) != capability.is_mx_wide(sch):
-        _no(f"variant={name!r} with {sch.name} ({sch.element.name} elements): "
-            + ("'rows_wide' or 'cols_wide'" if capability.is_mx_wide(sch) else "a variant of 4-bit elements"))
     hif4_scheme = sch.structure == "hif4"
     if name != "unfused" and (name in HIF4_VARIANTS) != hif4_scheme:
         _no(f"variant={name!r} with {sch.name}: " + ("'rows_hif4' or 'cols_hif4'" if hif4_scheme
                                                      else "a variant of MX and two-level schemes"))
+    if name != "unfused" and (name in WIDE_VARIANTS) != capability.is_mx_wide(sch):
+        _no(f"variant={name!r} with {sch.name} ({sch.element.name} elements): "
+            + ("'rows_wide' or 'cols_wide'" if capability.is_mx_wide(sch) else "a variant of 4-bit elements"))
     if hif4_scheme:
         check_choice("nonfinite", nonfinite, NONFINITE_POLICIES)
     check, run = VARIANTS[name]

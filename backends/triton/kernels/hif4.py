@@ -33,23 +33,21 @@ per byte -- the layout of :func:`fp4spec.emulator.hif4.hif4_quantize`. The steps
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import triton
 import triton.language as tl
 
-from fp4spec.hif4 import E6M2_MAX, E6M2_MIN, E6M2_NAN_CODE, e6m2_reciprocal
-
 from .primitives import _load_f32, _pow2
 
-#: BF16(1 / (1 + M/4)) for the E6M2 mantissa M = 0..3 (the spec's step 7 at E = 0).
-_REC1 = tl.constexpr(float(e6m2_reciprocal((48 << 2) | 1)))
-_REC2 = tl.constexpr(float(e6m2_reciprocal((48 << 2) | 2)))
-_REC3 = tl.constexpr(float(e6m2_reciprocal((48 << 2) | 3)))
-_CONST_REC = tl.constexpr(float(Fraction(73, 512)))
-_SCALE_MIN = tl.constexpr(float(E6M2_MIN))
-_SCALE_MAX = tl.constexpr(float(E6M2_MAX))
-_NAN_CODE = tl.constexpr(E6M2_NAN_CODE)
+# The spec's constants (fp4spec.hif4; tests/backends/test_triton_hif4.py checks them):
+#: BF16(1 / (1 + M/4)) for the E6M2 mantissa M = 1, 2, 3 (step 7 at E = 0; M = 0 gives 1).
+_REC1 = tl.constexpr(205 / 256)
+_REC2 = tl.constexpr(171 / 256)
+_REC3 = tl.constexpr(73 / 128)
+#: Const_rec = BF16(1/7); the E6M2 clamps of step 6; the E6M2 NaN code.
+_CONST_REC = tl.constexpr(73 / 512)
+_SCALE_MIN = tl.constexpr(2.0 ** -48)
+_SCALE_MAX = tl.constexpr(49152.0)
+_NAN_CODE = tl.constexpr(0xFF)
 
 
 @triton.jit
