@@ -322,19 +322,26 @@ def cols_wide(p: Plan, ts, codes, scales, cpad):
 
 
 def hif4_launch(p: Plan, packed, scales, e1_8, e1_16, flag):
-    """``rows_hif4`` (rowwise, contiguous) and ``cols_hif4`` (axis 0: x2 is the (N, M)
-    tensor, unit column stride): BR groups per program; flag (int32, one element) is set
-    where a group is non-finite."""
+    """``rows_hif4`` (rowwise, contiguous: a group per thread) and ``cols_hif4`` (axis 0: x2
+    is the (N, M) tensor, unit column stride; a [groups, 64] tile per program); flag (int32,
+    one element) is set where a group is non-finite."""
     G = p.N // 64
-    br, w = p.cfg.hif4
-    br = p.BM or br
-    cols = not p.rowwise
-    grid = (triton.cdiv(p.M, br), G) if cols else (triton.cdiv(p.M * G, br),)
-    if p.M * G:
-        hif4.quantize_hif4_kernel[grid](
-            p.x2.view(torch.int16) if p.bf16 else p.x2, packed.view(torch.int32), scales, e1_8, e1_16, flag, p.M, G,
-            p.sxn, BR=br, COLS=cols, IN_BF16=p.bf16, SPLIT=p.x2.dtype == torch.float32,
+    if not p.M * G:
+        return
+    if p.rowwise:
+        br, w = p.cfg.hif4_rows
+        br = p.BM or br
+        hif4.quantize_hif4_rows_kernel[(triton.cdiv(p.M * G, br),)](
+            p.x2.view(torch.int64) if p.bf16 else p.x2, packed.view(torch.int32), scales, e1_8.view(torch.int64),
+            e1_16.view(torch.int64), flag, p.M * G, BR=br, IN_BF16=p.bf16, SPLIT=p.x2.dtype == torch.float32,
             num_warps=p.num_warps or w)
+        return
+    br, w = p.cfg.hif4_cols
+    br = p.BM or br
+    hif4.quantize_hif4_kernel[(triton.cdiv(p.M, br), G)](
+        p.x2.view(torch.int16) if p.bf16 else p.x2, packed.view(torch.int32), scales, e1_8, e1_16, flag, p.M, G,
+        p.sxn, BR=br, COLS=True, EVEN=p.M % br == 0, IN_BF16=p.bf16, SPLIT=p.x2.dtype == torch.float32,
+        num_warps=p.num_warps or w)
 
 
 # -- the generic tile kernel ------------------------------------------------------------------------------

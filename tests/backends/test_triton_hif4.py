@@ -171,10 +171,11 @@ def test_nonfinite_groups():
 
 
 def test_tiles():
-    x = ADV[:32].reshape(-1, 4 * 64)
-    for kw in (dict(BM=1), dict(BM=4, num_warps=1), dict(BM=32)):
+    """Programs with fewer groups than BR (masked), and other tiles."""
+    x = ADV[:24].reshape(-1, 4 * 64)
+    for kw in (dict(BM=2, num_warps=1), dict(BM=16), dict(BM=32)):
         check(x, "float32", **kw)
-        check(x.reshape(32, 64), "bfloat16", axis=0, **kw)
+        check(x.reshape(24, 64), "bfloat16", axis=0, **kw)
 
 
 # -- hypothesis --------------------------------------------------------------------------------------
@@ -184,7 +185,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from hypothesis.extra.numpy import arrays  # noqa: E402
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(arrays(np.float32, (2, 128), elements=st.floats(width=32, allow_nan=True, allow_infinity=True)),
        st.sampled_from(DTYPES), st.sampled_from([-1, 0]))
 def test_hypothesis(x, dtype, axis):

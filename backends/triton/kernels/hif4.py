@@ -36,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .primitives import _load_f32, _pow2
+from .primitives import _abs_bits, _load_f32, _load_group, _pow2
 
 # The spec's constants (fp4spec.hif4; tests/backends/test_triton_hif4.py checks them):
 #: BF16(1 / (1 + M/4)) for the E6M2 mantissa M = 1, 2, 3 (step 7 at E = 0; M = 0 gives 1).
@@ -106,29 +106,115 @@ def _magnitude(a, r2, SPLIT: tl.constexpr):
 
 
 @triton.jit
+def _quad_max(x_ptr, q, mask, IN_BF16: tl.constexpr):
+    """Quad q (int64 index) of the flat input: (max |x| bit pattern, the four |x| bit patterns,
+    the four values)."""
+    e0, e1, e2, e3 = _load_group(x_ptr, q, mask, IN_BF16)
+    a0, a1, a2, a3 = _abs_bits(e0), _abs_bits(e1), _abs_bits(e2), _abs_bits(e3)
+    return tl.maximum(tl.maximum(a0, a1), tl.maximum(a2, a3)), (a0, a1, a2, a3), (e0, e1, e2, e3)
+
+
+@triton.jit
+def _code(a_bits, x, r2, SPLIT: tl.constexpr):
+    """Steps 11-12 for one element: magnitude of |x| (its bit pattern) and the sign x < 0."""
+    return _magnitude(a_bits.to(tl.float32, bitcast=True), r2, SPLIT) | tl.where(x < 0, 8, 0)
+
+
+@triton.jit
+def _quad_codes(a, e, r2, SPLIT: tl.constexpr):
+    """The four codes of a quad (|x| patterns a, values e) as one 16-bit word, the first in the
+    low nibble."""
+    return (_code(a[0], e[0], r2, SPLIT) | (_code(a[1], e[1], r2, SPLIT) << 4) | (_code(a[2], e[2], r2, SPLIT) << 8)
+            | (_code(a[3], e[3], r2, SPLIT) << 12))
+
+
+@triton.jit
+def quantize_hif4_rows_kernel(x_ptr, q_ptr, s_ptr, e8_ptr, e16_ptr, flag_ptr, NGRP,
+                              BR: tl.constexpr, IN_BF16: tl.constexpr, SPLIT: tl.constexpr):
+    """Rowwise HiF4 of a contiguous tensor seen as NGRP groups of 64, one group per thread,
+    BR groups per program: its 16 quads read twice (the maximum, then the bits and codes
+    per level-2 group; the second read hits L1). x_ptr: int64 words of four bf16, or the
+    elements; q_ptr: int32 words of 8 codes; s_ptr: E6M2 bytes; e8_ptr / e16_ptr: int64
+    words of eight bits, one per byte; flag_ptr (int32): set to 1 if a group is non-finite."""
+    g = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+    mask = g < NGRP
+    vmax = tl.zeros((BR,), tl.int32)
+    for q in tl.static_range(16):  # step 4: Vmax (bit patterns: NaN above Inf above every number)
+        m, _, _ = _quad_max(x_ptr, g * 16 + q, mask, IN_BF16)
+        vmax = tl.maximum(vmax, m)
+    bad = vmax >= 0x7F800000
+    keep = tl.where(bad, 0, -1)
+    scode, rec = _group_scale(tl.where(bad, 0, vmax))  # steps 5-7
+    b8 = tl.zeros((BR,), tl.int64)
+    b16a = tl.zeros((BR,), tl.int64)
+    b16b = tl.zeros((BR,), tl.int64)
+    for k in tl.static_range(8):  # steps 8-12, one level-2 group at a time
+        ma, aa, xa = _quad_max(x_ptr, g * 16 + 2 * k, mask, IN_BF16)
+        mb, ab, xb = _quad_max(x_ptr, g * 16 + 2 * k + 1, mask, IN_BF16)
+        e8 = _product_at_least_one(tl.maximum(ma, mb).to(tl.float32, bitcast=True), rec * 0.25, SPLIT)
+        r16 = tl.where(e8, rec * 0.25, rec * 0.5)
+        ea = _product_at_least_one(ma.to(tl.float32, bitcast=True), r16, SPLIT)
+        eb = _product_at_least_one(mb.to(tl.float32, bitcast=True), r16, SPLIT)
+        r2 = tl.where(e8, rec * 2.0, rec * 4.0)  # REC * 2^(2 - E1_8); E1_16 halves it
+        wa = _quad_codes(aa, xa, tl.where(ea, r2 * 0.5, r2), SPLIT)
+        wb = _quad_codes(ab, xb, tl.where(eb, r2 * 0.5, r2), SPLIT)
+        tl.store(q_ptr + g * 8 + k, (wa | (wb << 16)) & keep, mask=mask)
+        b8 = b8 | (e8.to(tl.int64) << (8 * k))
+        if k < 4:
+            b16a = b16a | (ea.to(tl.int64) << (16 * k)) | (eb.to(tl.int64) << (16 * k + 8))
+        else:
+            b16b = b16b | (ea.to(tl.int64) << (16 * k - 64)) | (eb.to(tl.int64) << (16 * k - 56))
+    keep64 = keep.to(tl.int64)
+    tl.store(e8_ptr + g, b8 & keep64, mask=mask)
+    tl.store(e16_ptr + g * 2, b16a & keep64, mask=mask)
+    tl.store(e16_ptr + g * 2 + 1, b16b & keep64, mask=mask)
+    tl.store(s_ptr + g, tl.where(bad, _NAN_CODE, scode).to(tl.uint8), mask=mask)
+    if tl.max(bad.to(tl.int32), axis=0) != 0:  # rare: a non-finite group (masked lanes read 0)
+        tl.store(flag_ptr, 1)
+
+
+@triton.jit
+def _load_unmasked_f32(ptrs, BF16: tl.constexpr):
+    """primitives._load_f32 without a mask."""
+    if BF16:
+        return (tl.load(ptrs).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    return tl.load(ptrs).to(tl.float32)
+
+
+@triton.jit
 def quantize_hif4_kernel(x_ptr, q_ptr, s_ptr, e8_ptr, e16_ptr, flag_ptr, M, G, SXN,
-                         BR: tl.constexpr, COLS: tl.constexpr, IN_BF16: tl.constexpr, SPLIT: tl.constexpr):
+                         BR: tl.constexpr, COLS: tl.constexpr, EVEN: tl.constexpr, IN_BF16: tl.constexpr,
+                         SPLIT: tl.constexpr):
     """HiF4 groups of the logical M x (64 G) matrix, group (m, g) = elements [64 g, 64 g + 64)
     of row m. Rowwise (not COLS): x is that matrix, contiguous; program p takes the BR
     groups p * BR ... in row-major order. COLS: x is its (64 G, M) transpose, unit column
     stride, row stride SXN; program (p, g) takes group column g of rows p * BR ... (a warp's
-    loads are consecutive columns). Outputs, group-major (index m * G + g): q_ptr int32 words of 8 codes, s_ptr
-    E6M2 bytes, e8_ptr / e16_ptr one byte per bit; flag_ptr (int32) is set to 1 if a group
-    is non-finite. IN_BF16: x holds bf16 bit patterns (int16); SPLIT: x is float32."""
+    loads are consecutive columns). Outputs, group-major (index m * G + g): q_ptr int32 words of
+    8 codes, s_ptr E6M2 bytes, e8_ptr / e16_ptr one byte per bit; flag_ptr (int32) is set to 1
+    if a group is non-finite. EVEN: every program's groups exist (no masks). IN_BF16: x holds
+    bf16 bit patterns (int16); SPLIT: x is float32."""
+    r = tl.arange(0, BR)
     k = tl.arange(0, 8)[None, :, None, None]
     h = tl.arange(0, 2)[None, None, :, None]
     t = tl.arange(0, 4)[None, None, None, :]
     i = k * 8 + h * 4 + t  # element of the group
-    if COLS:
-        m = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
-        mask = m < M
+    if COLS:  # 64-bit offsets (SXN may be large); outputs indexed by the global group
+        m = tl.program_id(0).to(tl.int64) * BR + r
+        xb = x_ptr + tl.program_id(1).to(tl.int64) * 64 * SXN
+        offs = m[:, None, None, None] + i.to(tl.int64) * SXN
+        gb = 0
         grp = m * G + tl.program_id(1)
-        offs = m[:, None, None, None] + (tl.program_id(1).to(tl.int64) * 64 + i) * SXN
+        valid = m < M
+    else:  # the program's groups are contiguous: 32-bit offsets from its first group
+        gb = tl.program_id(0).to(tl.int64) * BR
+        xb = x_ptr + gb * 64
+        offs = r[:, None, None, None] * 64 + i
+        grp = r
+        valid = r < M * G - gb
+    if EVEN:
+        x = _load_unmasked_f32(xb + offs, IN_BF16)
     else:
-        grp = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
-        mask = grp < M * G
-        offs = grp[:, None, None, None] * 64 + i
-    x = _load_f32(x_ptr + offs, mask[:, None, None, None], IN_BF16)
+        x = _load_f32(xb + offs, valid[:, None, None, None], IN_BF16)
     ab = x.to(tl.int32, bitcast=True) & 0x7FFFFFFF
     # Step 4 (patterns: NaN above Inf above every number)
     v16 = tl.max(ab, axis=3)
@@ -148,16 +234,24 @@ def quantize_hif4_kernel(x_ptr, q_ptr, s_ptr, e8_ptr, e16_ptr, flag_ptr, M, G, S
     r2 = rec2[:, :, None] * _pow2(2 - de)
     # Steps 11-12
     mag = _magnitude(ab.to(tl.float32, bitcast=True), r2[:, :, :, None], SPLIT)
-    code = tl.where(bad[:, None, None, None], 0, mag | tl.where(x < 0, 8, 0))
+    code = mag | tl.where(x < 0, 8, 0)
     word = tl.sum(tl.sum(code << (4 * t + 16 * h), axis=3), axis=2)  # [BR, 8]: disjoint bits
-    m2 = mask[:, None]
+    word = tl.where(bad[:, None], 0, word)
     kk = tl.arange(0, 8)[None, :]
-    tl.store(q_ptr + grp[:, None] * 8 + kk, word, mask=m2)
-    tl.store(s_ptr + grp, tl.where(bad, _NAN_CODE, scode).to(tl.uint8), mask=mask)
-    tl.store(e8_ptr + grp[:, None] * 8 + kk, e1_8.to(tl.uint8), mask=m2)
     j = tl.arange(0, 8)[None, :, None] * 2 + tl.arange(0, 2)[None, None, :]
-    tl.store(e16_ptr + grp[:, None, None] * 16 + j, e1_16.to(tl.uint8), mask=mask[:, None, None])
-    tl.store(flag_ptr + tl.zeros_like(grp), 1, mask=mask & bad)  # only non-finite groups write (the same value)
+    scode = tl.where(bad, _NAN_CODE, scode).to(tl.uint8)
+    if EVEN:
+        tl.store(q_ptr + gb * 8 + (grp[:, None] * 8 + kk), word)
+        tl.store(s_ptr + gb + grp, scode)
+        tl.store(e8_ptr + gb * 8 + (grp[:, None] * 8 + kk), e1_8.to(tl.uint8))
+        tl.store(e16_ptr + gb * 16 + (grp[:, None, None] * 16 + j), e1_16.to(tl.uint8))
+    else:
+        tl.store(q_ptr + gb * 8 + (grp[:, None] * 8 + kk), word, mask=valid[:, None])
+        tl.store(s_ptr + gb + grp, scode, mask=valid)
+        tl.store(e8_ptr + gb * 8 + (grp[:, None] * 8 + kk), e1_8.to(tl.uint8), mask=valid[:, None])
+        tl.store(e16_ptr + gb * 16 + (grp[:, None, None] * 16 + j), e1_16.to(tl.uint8), mask=valid[:, None, None])
+    if tl.max(bad.to(tl.int32), axis=0) != 0:  # rare: a non-finite group (padding never is)
+        tl.store(flag_ptr, 1)
 
 
 @triton.jit
