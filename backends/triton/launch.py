@@ -338,9 +338,9 @@ def hif4_launch(p: Plan, packed, scales, e1_8, e1_16, flag):
         return
     br, w = p.cfg.hif4_cols
     br = p.BM or br
-    hif4.quantize_hif4_kernel[(triton.cdiv(p.M, br), G)](
+    hif4.quantize_hif4_cols_kernel[(triton.cdiv(p.M, br), G)](
         p.x2.view(torch.int16) if p.bf16 else p.x2, packed.view(torch.int32), scales, e1_8, e1_16, flag, p.M, G,
-        p.sxn, BR=br, COLS=True, EVEN=p.M % br == 0, IN_BF16=p.bf16, SPLIT=p.x2.dtype == torch.float32,
+        p.sxn, BR=br, EVEN=p.M % br == 0, IN_BF16=p.bf16, SPLIT=p.x2.dtype == torch.float32,
         num_warps=p.num_warps or w)
 
 

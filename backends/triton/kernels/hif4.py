@@ -2,10 +2,13 @@
 down the columns of a 2-D tensor (``cols_hif4``), and dequantize; bit for bit the golden
 model with exact products (``arith="float64"``, what ``fp4spec.quantize`` runs).
 
-Each program reads a [groups, 8, 2, 4] tile of x once (level-2 group k, level-3 group
-j = 2k + h, element t of it) and writes, per group, 32 code bytes (two S1P2 codes per byte,
-the first in the low nibble), the E6M2 scale byte and the 8 + 16 micro-exponent bits one
-per byte -- the layout of :func:`fp4spec.emulator.hif4.hif4_quantize`. The steps of
+Rowwise, a thread takes a whole group: its 16 quads (four consecutive elements, one 64-bit
+word of bf16) are read for the maximum, then again per level-2 group (from L1) for the bits
+and codes, so a group's scale is computed once. Columnwise, a program reads a [groups, 8, 2,
+4] tile once (level-2 group k, level-3 group j = 2k + h, element t), a warp's loads spanning
+consecutive columns. Both write, per group, 32 code bytes (two S1P2 codes per byte, the
+first in the low nibble), the E6M2 scale byte and the 8 + 16 micro-exponent bits one per
+byte -- the layout of :func:`fp4spec.emulator.hif4.hif4_quantize`. The steps of
 :func:`fp4spec.hif4.hif4_quantize_group_scalar`, exactly:
 
 1. Maxima (step 4) as maxima of sign-cleared float32 bit patterns; a group whose maximum
@@ -24,7 +27,8 @@ per byte -- the layout of :func:`fp4spec.emulator.hif4.hif4_quantize`. The steps
    ``a * r = hi + lo``; with ``s = fl(hi + lo)`` (round to nearest: monotone) the exact
    product is >= an integer n iff ``s > n``, or ``s == n`` and ``lo >= n - hi`` (exact by
    Sterbenz's lemma: hi lies within a factor 2 of n). Underflow of hi or lo only happens
-   for products far below the thresholds (>= 1/8).
+   for products far below the thresholds (>= 1/8). Every product being exact, a compiler's
+   fusing of a product and a sum into an FMA rounds the same.
 4. ``E1_8 = V8 * REC/4 >= 1``, ``E1_16 = V16 * REC * 2^-(1 + E1_8) >= 1``, and the
    element magnitude ``min(floor(a * REC * 2^(2 - DE) + 1/2), 7)``: exact input products
    round ``a * r + 1/2`` once without changing its floor; float32 input takes
@@ -182,35 +186,24 @@ def _load_unmasked_f32(ptrs, BF16: tl.constexpr):
 
 
 @triton.jit
-def quantize_hif4_kernel(x_ptr, q_ptr, s_ptr, e8_ptr, e16_ptr, flag_ptr, M, G, SXN,
-                         BR: tl.constexpr, COLS: tl.constexpr, EVEN: tl.constexpr, IN_BF16: tl.constexpr,
-                         SPLIT: tl.constexpr):
-    """HiF4 groups of the logical M x (64 G) matrix, group (m, g) = elements [64 g, 64 g + 64)
-    of row m. Rowwise (not COLS): x is that matrix, contiguous; program p takes the BR
-    groups p * BR ... in row-major order. COLS: x is its (64 G, M) transpose, unit column
-    stride, row stride SXN; program (p, g) takes group column g of rows p * BR ... (a warp's
-    loads are consecutive columns). Outputs, group-major (index m * G + g): q_ptr int32 words of
-    8 codes, s_ptr E6M2 bytes, e8_ptr / e16_ptr one byte per bit; flag_ptr (int32) is set to 1
-    if a group is non-finite. EVEN: every program's groups exist (no masks). IN_BF16: x holds
-    bf16 bit patterns (int16); SPLIT: x is float32."""
-    r = tl.arange(0, BR)
+def quantize_hif4_cols_kernel(x_ptr, q_ptr, s_ptr, e8_ptr, e16_ptr, flag_ptr, M, G, SXN,
+                              BR: tl.constexpr, EVEN: tl.constexpr, IN_BF16: tl.constexpr, SPLIT: tl.constexpr):
+    """HiF4 groups down the columns: the logical M x (64 G) matrix is the transpose of x (64 G
+    rows, unit column stride, row stride SXN), group (m, g) = its elements [64 g, 64 g + 64)
+    of row m. Program (p, g) takes group column g of rows p * BR ... (a warp's loads are
+    consecutive columns). Outputs, group-major (index m * G + g): q_ptr int32 words of 8
+    codes, s_ptr E6M2 bytes, e8_ptr / e16_ptr one byte per bit; flag_ptr (int32) is set to 1
+    if a group is non-finite. EVEN: M is a multiple of BR (no masks). IN_BF16: x holds bf16
+    bit patterns (int16); SPLIT: x is float32."""
     k = tl.arange(0, 8)[None, :, None, None]
     h = tl.arange(0, 2)[None, None, :, None]
     t = tl.arange(0, 4)[None, None, None, :]
     i = k * 8 + h * 4 + t  # element of the group
-    if COLS:  # 64-bit offsets (SXN may be large); outputs indexed by the global group
-        m = tl.program_id(0).to(tl.int64) * BR + r
-        xb = x_ptr + tl.program_id(1).to(tl.int64) * 64 * SXN
-        offs = m[:, None, None, None] + i.to(tl.int64) * SXN
-        gb = 0
-        grp = m * G + tl.program_id(1)
-        valid = m < M
-    else:  # the program's groups are contiguous: 32-bit offsets from its first group
-        gb = tl.program_id(0).to(tl.int64) * BR
-        xb = x_ptr + gb * 64
-        offs = r[:, None, None, None] * 64 + i
-        grp = r
-        valid = r < M * G - gb
+    m = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+    xb = x_ptr + tl.program_id(1).to(tl.int64) * 64 * SXN
+    offs = m[:, None, None, None] + i.to(tl.int64) * SXN  # 64-bit: SXN may be large
+    grp = m * G + tl.program_id(1)
+    valid = m < M
     if EVEN:
         x = _load_unmasked_f32(xb + offs, IN_BF16)
     else:
@@ -241,15 +234,15 @@ def quantize_hif4_kernel(x_ptr, q_ptr, s_ptr, e8_ptr, e16_ptr, flag_ptr, M, G, S
     j = tl.arange(0, 8)[None, :, None] * 2 + tl.arange(0, 2)[None, None, :]
     scode = tl.where(bad, _NAN_CODE, scode).to(tl.uint8)
     if EVEN:
-        tl.store(q_ptr + gb * 8 + (grp[:, None] * 8 + kk), word)
-        tl.store(s_ptr + gb + grp, scode)
-        tl.store(e8_ptr + gb * 8 + (grp[:, None] * 8 + kk), e1_8.to(tl.uint8))
-        tl.store(e16_ptr + gb * 16 + (grp[:, None, None] * 16 + j), e1_16.to(tl.uint8))
+        tl.store(q_ptr + grp[:, None] * 8 + kk, word)
+        tl.store(s_ptr + grp, scode)
+        tl.store(e8_ptr + grp[:, None] * 8 + kk, e1_8.to(tl.uint8))
+        tl.store(e16_ptr + grp[:, None, None] * 16 + j, e1_16.to(tl.uint8))
     else:
-        tl.store(q_ptr + gb * 8 + (grp[:, None] * 8 + kk), word, mask=valid[:, None])
-        tl.store(s_ptr + gb + grp, scode, mask=valid)
-        tl.store(e8_ptr + gb * 8 + (grp[:, None] * 8 + kk), e1_8.to(tl.uint8), mask=valid[:, None])
-        tl.store(e16_ptr + gb * 16 + (grp[:, None, None] * 16 + j), e1_16.to(tl.uint8), mask=valid[:, None, None])
+        tl.store(q_ptr + grp[:, None] * 8 + kk, word, mask=valid[:, None])
+        tl.store(s_ptr + grp, scode, mask=valid)
+        tl.store(e8_ptr + grp[:, None] * 8 + kk, e1_8.to(tl.uint8), mask=valid[:, None])
+        tl.store(e16_ptr + grp[:, None, None] * 16 + j, e1_16.to(tl.uint8), mask=valid[:, None, None])
     if tl.max(bad.to(tl.int32), axis=0) != 0:  # rare: a non-finite group (padding never is)
         tl.store(flag_ptr, 1)
 
