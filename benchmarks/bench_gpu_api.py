@@ -3,7 +3,7 @@
     python benchmarks/bench_gpu_api.py [--n 16384] [--gemm 8192] [--iters 20] [--only quant,deq,gemm,host,linear,torchao,memory]
 
 Times ``fp4spec.quantize`` (every scheme the GPU backends take, rowwise and ``axis=0``, ``rht="te"``,
-``pad=True``, SR with given bits and with a seed), ``fp4spec.dequantize`` (nvfp4, mxfp4, mxfp8_e4m3 to float32),
+``pad=True``, SR with given bits and with a seed), ``fp4spec.dequantize`` (nvfp4, mxfp4, mxfp8_e4m3, hif4 to float32),
 ``fp4spec.matmul`` of CUDA operands (``sm90-bf16`` and the certified models, 8192^3; each result
 compared with the emulator on 64 x 64 sampled outputs), the host overhead of a warm call on
 a 16 x 64 tensor and a fake-quant linear ``dq(q(x)) @ dq(q(w)).T``, each with CUDA events
@@ -54,6 +54,8 @@ QUANT = [  # (label, scheme, kwargs)
     ("mxfp8_e4m3 sr (seed: Philox on the device)", "mxfp8_e4m3", {"rounding": "sr", "seed": 1234}),
     ("mxfp8_e4m3 pad=True", "mxfp8_e4m3", {"pad": True, "cols": -8}),
     ("hif4", "hif4", {}),
+    ("hif4 axis=0", "hif4", {"axis": 0}),
+    ("hif4 pad=True", "hif4", {"pad": True, "cols": -8}),
     ("nvfp4 sr (given bits)", "nvfp4", {"rounding": "sr"}),
     ("nvfp4 sr (seed: Philox on the device)", "nvfp4", {"rounding": "sr", "seed": 1234}),
     ("mxfp4 sr (seed: Philox on the device)", "mxfp4", {"rounding": "sr", "seed": 1234}),
@@ -62,7 +64,8 @@ QUANT = [  # (label, scheme, kwargs)
 
 
 def out_bytes(q) -> int:
-    return int(q.data.numel() * q.data.element_size() + q.scales.numel())
+    bits = sum(b.numel() for b in (q.e1_8, q.e1_16) if b is not None)  # HiF4: a byte per micro-exponent bit
+    return int(q.data.numel() * q.data.element_size() + q.scales.numel() + bits)
 
 
 def check_slice(x, scheme, kw) -> bool:
@@ -105,7 +108,7 @@ def bench_quant(x, iters, t_copy, rows):
 
 
 def bench_deq(x, iters, t_copy, rows):
-    for scheme in ("nvfp4", "mxfp4", "mxfp8_e4m3"):
+    for scheme in ("nvfp4", "mxfp4", "mxfp8_e4m3", "hif4"):
         q = fp4spec.quantize(x, scheme)
         t = event_time(lambda: fp4spec.dequantize(q), iters)
         moved = out_bytes(q) + x.numel() * 4

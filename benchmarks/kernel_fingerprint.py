@@ -129,6 +129,9 @@ def quantize_requests(full=False):
     for spec in SCHEMES:  # every scheme, both axes: bf16 RNE, plain scales
         for axis in (-1, 0):
             out += req(scheme=spec, axis=axis)
+    for axis in (-1, 0):  # HiF4: rows_hif4 / cols_hif4, every input dtype
+        for dn in DTYPES:
+            out += req(scheme="hif4", axis=axis, dtype=dn)
     for spec in ("nvfp4", "mxfp4", "nvint4", "mxfp4:scale_rule=rceil"):
         for axis in (-1, 0):
             for dn in ("fp16", "fp32"):

@@ -382,15 +382,16 @@ class QuantizedTensor:
 
     @classmethod
     def from_kernel(cls, data, scales, global_scale, scheme: Scheme, shape, *, backend: str,
-                    rht: RHT | None = None) -> "QuantizedTensor":
+                    rht: RHT | None = None, e1_8=None, e1_16=None) -> "QuantizedTensor":
         """Wrap what a kernel wrote, unchecked: torch tensors with the blocked axis last (the
         ``len(shape) - 1``), 4-bit codes packed two per byte, ``global_scale`` a 0-d float32
-        tensor on their device (None for MX), ``shape`` the (padded) x's. For backends whose
+        tensor on their device (None for MX), ``shape`` the (padded) x's; HiF4's bits in the
+        emulator's layout. For backends whose
         results are tested equal to the emulator and certified by ``fp4spec conform`` (which
         compares every field): the checks of :meth:`__init__` cost a warm GPU call a large part
         of its host time."""
         return cls._checked(dict(data=data, scales=scales, global_scale=global_scale, scheme=scheme,
-                                 axis=len(shape) - 1, shape=tuple(shape), e1_8=None, e1_16=None, backend=backend,
+                                 axis=len(shape) - 1, shape=tuple(shape), e1_8=e1_8, e1_16=e1_16, backend=backend,
                                  rht=rht), scheme.element.bits == 4)
 
     @classmethod

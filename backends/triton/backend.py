@@ -55,8 +55,9 @@ class TritonBackend(Backend):
         mx += ["mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2"]
         accs = capability.claimed_accumulators(self.device)  # ("sm90-bf16",) on Hopper only
         return Capabilities(
-            schemes=(*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4"),
+            schemes=(*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4"),
             rounding=capability.ROUNDINGS,
+            scheme_rounding={"hif4": ("rne",)},
             operations=("quantize", "dequantize", "pack") + (("matmul",) if accs else ()),
             accumulators=accs,
             sr_bits=tuple(range(1, 25)),
@@ -122,18 +123,19 @@ class TritonBackend(Backend):
         shape = tuple(xt.shape)  # blocked axis last
         packed = out["packed"].reshape(*shape[:-1], -1)  # (M, N/2) or one code per byte: the rows, blocked axis last
         scales = out["scales"].reshape(*shape[:-1], -1)
+        bits = {f: out[f].reshape(*scales.shape, -1) for f in ("e1_8", "e1_16") if f in out}  # HiF4
         if ax == xt.dim() - 1:  # the kernels' layout (what fp4spec.quantize hands over): nothing to check
             q = QuantizedTensor.from_kernel(packed, scales, out["global_scale"], sch, shape, backend=self.name,
-                                            rht=rht)
+                                            rht=rht, **bits)
         else:
             q = QuantizedTensor.from_moved(packed, scales, out["global_scale"], sch, ax, tuple(x.shape),
-                                           backend=self.name, rht=rht)
+                                           backend=self.name, rht=rht, **bits)
         return q.to_numpy() if numpy_in else q
 
     def why_no_dequantize(self, scheme) -> str:
         """Why the dequantize kernels cannot decode ``scheme`` ("" if they can)."""
         sch = resolve_scheme(scheme)
-        if capability.is_mx_wide(sch):
+        if capability.is_mx_wide(sch) or sch.structure == "hif4":
             return ""
         if sch.element.bits != 4 or sch.structure not in ("mx", "two_level"):
             return (f"{sch.name}: the kernels dequantize packed 4-bit MX and two-level schemes and MX with "
@@ -164,7 +166,14 @@ class TritonBackend(Backend):
         if not p2.is_contiguous() or not s2.is_contiguous():
             p2, s2 = p2.contiguous(), s2.contiguous()
         with _on(p2.device):
-            out = dequantize_packed(p2, s2, qt.global_scale, q.scheme, config=self.config)
+            if q.scheme.structure == "hif4":
+                from .quantize import dequantize_hif4
+
+                b8, b16 = ((t if last else torch.movedim(t, q.axis, -2)).reshape(*s2.shape, -1)
+                           for t in (qt.e1_8, qt.e1_16))
+                out = dequantize_hif4(p2, s2, b8, b16, config=self.config)
+            else:
+                out = dequantize_packed(p2, s2, qt.global_scale, q.scheme, config=self.config)
         out = out.reshape(*lead, -1)
         out = out if last else torch.movedim(out, -1, q.axis)
         out = out[tuple(slice(0, n) for n in q.shape)] if q.padded else out

@@ -157,6 +157,8 @@ def check_request(scheme: Scheme, rounding: str, sr_bits: int = 8, rht=None):
         raise NotImplementedError(f"rounding: {rounding!r} (triton backend: {', '.join(ROUNDINGS)})")
     if rounding == "sr" and not 1 <= int(sr_bits) <= 24:
         raise NotImplementedError(f"sr_bits: {sr_bits} (triton backend: 1..24, exact in float32)")
+    if scheme.structure == "hif4":
+        return _check_hif4(scheme, rounding, r)
     wide = is_mx_wide(scheme)
     if scheme.element.name not in ELEMENTS and not wide:
         raise NotImplementedError(f"{scheme.name}: element {scheme.element.name!r}")
@@ -175,6 +177,17 @@ def check_request(scheme: Scheme, rounding: str, sr_bits: int = 8, rht=None):
             raise NotImplementedError(f"{scheme.name}: tile rows {scheme.tile_rows}")
     else:
         raise NotImplementedError(f"{scheme.name}: structure {scheme.structure!r}")
+    return r
+
+
+def _check_hif4(scheme: Scheme, rounding: str, r):
+    """HiF4 (variants rows_hif4 / cols_hif4): its own rounding ("rne"), the golden model's
+    exact products (``fp4spec.quantize``'s); ``rht=`` by the unfused butterfly only."""
+    if rounding != "rne":
+        raise NotImplementedError(f"{scheme.name}: rounding {rounding!r} (HiF4 rounds its elements as its golden "
+                                  f"model does: 'rne' only)")
+    if r is not None and r.arith.startswith(MMA_PREFIX):
+        raise NotImplementedError(f"{scheme.name}: rht {r.spec!r} (HiF4 on triton: {', '.join(RHT_SPECS)})")
     return r
 
 

@@ -17,7 +17,7 @@ from .. import torch_backend as tb
 from . import capability
 from .capability import MX_RULES, interpret
 from .config import DEFAULT_CONFIG, TritonConfig
-from .kernels import columnwise, mx_wide, rht, rowwise, tile
+from .kernels import columnwise, hif4, mx_wide, rht, rowwise, tile
 
 
 @dataclasses.dataclass
@@ -318,6 +318,32 @@ def cols_wide(p: Plan, ts, codes, scales, cpad):
         CUBLAS=p.scale_layout == "cublas", num_warps=p.num_warps or w, **wide_flags(p.sch))
 
 
+# -- HiF4 (groups of 64: codes, E6M2 scale, micro-exponent bits) ------------------------------------------
+
+
+def hif4_launch(p: Plan, packed, scales, e1_8, e1_16, flag):
+    """``rows_hif4`` (rowwise, contiguous: a group per thread) and ``cols_hif4`` (axis 0: x2
+    is the (N, M) tensor, unit column stride; a [groups, 64] tile per program); flag (int32,
+    one element) is set where a group is non-finite."""
+    G = p.N // 64
+    if not p.M * G:
+        return
+    if p.rowwise:
+        br, w = p.cfg.hif4_rows
+        br = p.BM or br
+        hif4.quantize_hif4_rows_kernel[(triton.cdiv(p.M * G, br),)](
+            p.x2.view(torch.int64) if p.bf16 else p.x2, packed.view(torch.int32), scales, e1_8.view(torch.int64),
+            e1_16.view(torch.int64), flag, p.M * G, BR=br, IN_BF16=p.bf16, SPLIT=p.x2.dtype == torch.float32,
+            num_warps=p.num_warps or w)
+        return
+    br, w = p.cfg.hif4_cols
+    br = p.BM or br
+    hif4.quantize_hif4_cols_kernel[(triton.cdiv(p.M, br), G)](
+        p.x2.view(torch.int16) if p.bf16 else p.x2, packed.view(torch.int32), scales, e1_8, e1_16, flag, p.M, G,
+        p.sxn, BR=br, EVEN=p.M % br == 0, IN_BF16=p.bf16, SPLIT=p.x2.dtype == torch.float32,
+        num_warps=p.num_warps or w)
+
+
 # -- the generic tile kernel ------------------------------------------------------------------------------
 
 
@@ -460,4 +486,4 @@ def rht_apply(x2, M, N, sxm, sxn, rp, config=None):
 
 
 __all__ = ["Plan", "as_matrix", "global_amax", "like_matrix", "rht_apply", "rht_global_amax", "rows_bf16_launcher",
-           "scheme_flags", "sign_words", "wide_flags"]
+           "hif4_launch", "scheme_flags", "sign_words", "wide_flags"]

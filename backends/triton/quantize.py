@@ -21,9 +21,14 @@ rows_wide  rowwise MX with 6- and 8-bit elements (E2M3, E3M2, E4M3, E5M2), any r
            a [blocks, K] tile per program, codes one per byte (:mod:`.kernels.mx_wide`);
            with ``rht=`` after ``unfused``'s transform
 cols_wide  the same columnwise (axis 0 of a 2-D tensor)
+rows_hif4  rowwise HiF4: a [groups, 64] tile per program, codes packed, E6M2 scales and
+           micro-exponent bits one per byte (:mod:`.kernels.hif4`); with ``rht=`` after
+           ``unfused``'s transform
+cols_hif4  the same columnwise (axis 0 of a 2-D tensor)
 ========== ===============================================================================
 
-The 4-bit variants refuse the wide elements and the wide variants the 4-bit ones.
+The 4-bit variants refuse the wide elements and the wide variants the 4-bit ones; HiF4 runs
+only on its own variants (and ``unfused``).
 """
 
 from __future__ import annotations
@@ -36,13 +41,15 @@ import triton
 
 from fp4spec import philox as _philox
 from fp4spec.block_schemes import Scheme
+from fp4spec.hif4 import NONFINITE_POLICIES
+from fp4spec.rounding import check_choice
 from fp4spec.rht import MMA_PREFIX
 
 from .. import torch_backend as tb
 from ..base import resolve_scheme
 from . import capability, launch, mma
 from .config import resolve_config
-from .kernels import mx_wide, rowwise, tile
+from .kernels import hif4, mx_wide, rowwise, tile
 from .launch import Plan, as_matrix, global_amax, mx_consts, rht_global_amax, tables, two_level_consts
 
 
@@ -124,6 +131,36 @@ def _check_cols_wide(p: Plan):
                          + (" (Philox: columns >= 4)" if p.sr_mode == 2 else ""))
 
 
+def _check_rows_hif4(p: Plan):
+    if not (p.sch.structure == "hif4" and p.rp is None and p.rowwise):
+        _no("variant='rows_hif4': HiF4 along the last axis of a contiguous tensor, no rht")
+
+
+def _check_cols_hif4(p: Plan):
+    if not (p.sch.structure == "hif4" and p.rp is None and p.sxm == 1 and p.x2.dim() == 2):
+        _no("variant='cols_hif4': HiF4 along axis 0 of a 2-D tensor, no rht")
+
+
+def _run_hif4(p: Plan) -> dict:
+    """The HiF4 variants' run step: codes (M, N/2), scales (M, G), e1_8 (M, G, 8), e1_16 (M, G,
+    16) for G = N/64 groups a row, and ``nonfinite``, a one-element int32 flag (1: some group
+    holds NaN or Inf; its outputs are the ``nonfinite="propagate"`` group)."""
+    G = p.N // 64
+    u8 = dict(dtype=torch.uint8, device=p.dev)
+    out = {"packed": torch.empty((p.M, p.N // 2), **u8), "scales": torch.empty((p.M, G), **u8),
+           "global_scale": None, "scheme": p.sch, "e1_8": torch.empty((p.M, G, 8), **u8),
+           "e1_16": torch.empty((p.M, G, 16), **u8), "nonfinite": torch.zeros(1, dtype=torch.int32, device=p.dev)}
+    launch.hif4_launch(p, out["packed"], out["scales"], out["e1_8"], out["e1_16"], out["nonfinite"])
+    return out
+
+
+def _raise_hif4_nonfinite(p: Plan):
+    """The torch backend's ValueError for the first non-finite element of x (HiF4 has no
+    encoding for NaN or Inf; nonfinite="error"). Runs only when the kernel flagged a group."""
+    tb._gen.hif4_quantize(p.x, axis=-1 if p.x.dim() == 1 else p.axis)
+    raise ValueError("x: a group holds NaN or Inf; HiF4 has no encoding for them")  # not reached
+
+
 def _kernel(launcher):
     """The run step of a kernel variant: constants, output buffers, one launch."""
 
@@ -158,15 +195,21 @@ VARIANTS = {
     "unfused": (_check_unfused, _unfused),
     "rows_wide": (_check_rows_wide, _kernel(launch.rows_wide)),
     "cols_wide": (_check_cols_wide, _kernel(launch.cols_wide)),
+    "rows_hif4": (_check_rows_hif4, _run_hif4),
+    "cols_hif4": (_check_cols_hif4, _run_hif4),
 }
 #: The variants of MX with 6- and 8-bit elements (the others encode 4-bit elements).
 WIDE_VARIANTS = ("rows_wide", "cols_wide")
+#: The variants of HiF4 (it runs on no other, ``unfused`` aside).
+HIF4_VARIANTS = ("rows_hif4", "cols_hif4")
 #: The variants that take rht= (the butterfly).
 RHT_VARIANTS = ("rows", "cols", "unfused")
 
 
 def default_variant(p: Plan) -> str:
     """The variant quantize_packed runs for a plan when none is named (tuned on the H200)."""
+    if p.sch.structure == "hif4":
+        return "unfused" if p.rp is not None else ("rows_hif4" if p.rowwise else "cols_hif4")
     if capability.is_mx_wide(p.sch):  # the RHT kernels fuse E2M1 encoders only
         return "unfused" if p.rp is not None else ("rows_wide" if p.rowwise else "cols_wide")
     if p.rp is not None:
@@ -188,7 +231,8 @@ def default_variant(p: Plan) -> str:
 
 
 def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8, s_enc_dec=None, seed=None,
-                    scale_layout="plain", BM=None, BN=None, num_warps=None, variant=None, rht=None, config=None):
+                    scale_layout="plain", BM=None, BN=None, num_warps=None, variant=None, rht=None, config=None,
+                    nonfinite="error"):
     """Quantize a torch tensor on its device.
 
     Returns a dict: ``packed`` (uint8, (M, N/2), the first element in the low nibble; MX
@@ -211,6 +255,12 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     tensor amax of two-level schemes after it, SR bits indexing the transformed elements).
     Fused for 1 x 16 and 1 x 32 blocks rowwise (``rows``) and columnwise (``cols``); else
     ``unfused``.
+
+    HiF4 (RNE: its own rounding, exact products as ``fp4spec.quantize``): the dict also holds
+    ``e1_8`` (uint8, (M, N/64, 8)) and ``e1_16`` ((M, N/64, 16)), one bit per byte.
+    ``nonfinite`` (HiF4): ``"error"`` raises ValueError for a group holding NaN or Inf (a
+    one-element read on the host), ``"propagate"`` gives it scale code 0xFF with codes and
+    bits 0, as :func:`fp4spec.emulator.hif4.hif4_quantize`.
     """
     sch = resolve_scheme(scheme)
     cfg = resolve_config(config)
@@ -232,12 +282,22 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     if rp is not None and variant is not None and variant not in RHT_VARIANTS:
         raise ValueError(f"variant: {variant!r} with rht: None, " + ", ".join(map(repr, RHT_VARIANTS)))
     name = variant or default_variant(p)
+    hif4_scheme = sch.structure == "hif4"
+    if name != "unfused" and (name in HIF4_VARIANTS) != hif4_scheme:
+        _no(f"variant={name!r} with {sch.name}: " + ("'rows_hif4' or 'cols_hif4'" if hif4_scheme
+                                                     else "a variant of MX and two-level schemes"))
     if name != "unfused" and (name in WIDE_VARIANTS) != capability.is_mx_wide(sch):
         _no(f"variant={name!r} with {sch.name} ({sch.element.name} elements): "
             + ("'rows_wide' or 'cols_wide'" if capability.is_mx_wide(sch) else "a variant of 4-bit elements"))
+    if hif4_scheme:
+        check_choice("nonfinite", nonfinite, NONFINITE_POLICIES)
     check, run = VARIANTS[name]
     check(p)
-    return run(p)
+    out = run(p)
+    flag = out.pop("nonfinite", None)
+    if flag is not None and nonfinite == "error" and bool(flag.item()):
+        _raise_hif4_nonfinite(p)
+    return out
 
 
 def plan(x, sch: Scheme, axis, rounding, rbits, sr_bits, s_enc_dec, seed, scale_layout, rp, cfg, BM, BN,
@@ -324,6 +384,22 @@ def _dequantize_wide(codes, scales, sch, cfg, BM, num_warps, variant):
     return out
 
 
+def dequantize_hif4(packed, scales, e1_8, e1_16, *, BM=None, num_warps=None, config=None):
+    """float32 (M, N) from HiF4 packed codes (M, N/2), E6M2 scale codes (M, G) and the
+    micro-exponent bits (M, G, 8) and (M, G, 16), G = N/64, on one device (the layout
+    quantize_packed returns): :func:`fp4spec.emulator.hif4.hif4_dequantize`, exact."""
+    cfg = resolve_config(config)
+    packed, scales, e1_8, e1_16 = (t.contiguous() for t in (packed, scales, e1_8, e1_16))
+    M, N = packed.shape[0], packed.shape[1] * 2
+    out = torch.empty((M, N), dtype=torch.float32, device=packed.device)
+    ngrp = M * N // 64
+    br = BM or max(1, cfg.dequant_elements // 64)
+    if ngrp:
+        hif4.dequantize_hif4_kernel[(triton.cdiv(ngrp, br),)](
+            packed.view(torch.int32), scales, e1_8, e1_16, out, ngrp, BR=br, num_warps=num_warps or cfg.dequant_warps)
+    return out
+
+
 # -- constants and buffers --------------------------------------------------------------------------------------
 
 
@@ -393,5 +469,5 @@ def unpack_lo_first(packed):
     return torch.stack((lo, hi), dim=-1).reshape(packed.shape[0], -1)
 
 
-__all__ = ["VARIANTS", "WIDE_VARIANTS", "default_variant", "dequantize_packed", "mx_consts", "philox_rbits", "quantize_packed",
-           "two_level_consts", "unpack_lo_first"]
+__all__ = ["HIF4_VARIANTS", "VARIANTS", "WIDE_VARIANTS", "default_variant", "dequantize_hif4", "dequantize_packed",
+           "mx_consts", "philox_rbits", "quantize_packed", "two_level_consts", "unpack_lo_first"]

@@ -389,7 +389,8 @@ def test_auto_prefers_triton_on_cuda(fake_cuda_triton):
     assert "element_max" in unsupported_reason("triton", xt, fp4spec.get_scheme("nvfp4", element_max=4.0),
                                                auto=True)
     assert select_backend(xt, "nvfp4", rounding="rtz") == "torch"
-    assert select_backend(xt, "hif4") == "torch"
+    assert select_backend(xt, "hif4") == "triton"
+    assert select_backend(xt, "hif4", rht="te") == "triton"  # the unfused butterfly
     # both refuse: numpy
     assert select_backend(xt, "nvfp4", rounding="sr", sr_bits=25) == "numpy"
     assert select_backend(xt, "nvfp4", profile="torchao") == "numpy"

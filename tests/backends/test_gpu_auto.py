@@ -27,7 +27,7 @@ CASES = [
     ("ufp4", "rne", "triton", None),
     ("nvint4", "rne", "triton", None),
     ("nvfp4", "rna", "torch", None),  # the triton kernels round rne and sr; torch every mode
-    ("hif4", "rne", "torch", None),
+    ("hif4", "rne", "triton", None),
     ("mxfp6_e2m3", "rne", "torch", None),
     ("mxfp8_e4m3", "rto", "torch", None),
     ("nvfp4", "rne", "triton", "te"),  # fwht-fp32: triton (fused) before torch
