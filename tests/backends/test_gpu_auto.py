@@ -28,7 +28,7 @@ CASES = [
     ("nvint4", "rne", "triton", None),
     ("nvfp4", "rna", "torch", None),  # the triton kernels round rne and sr; torch every mode
     ("hif4", "rne", "triton", None),
-    ("mxfp6_e2m3", "rne", "torch", None),
+    ("mxfp6_e2m3", "rne", "triton", None),  # rows_wide
     ("mxfp8_e4m3", "rto", "torch", None),
     ("nvfp4", "rne", "triton", "te"),  # fwht-fp32: triton (fused) before torch
     ("mxfp4", "rne", "triton", MMA),  # mma:sm90-bf16: triton on Hopper, else numpy
