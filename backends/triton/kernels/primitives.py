@@ -327,7 +327,14 @@ def _element_codes(y, r, thr_ptr, dthr_ptr, mags_ptr, sr_scale, NTHR: tl.constex
     else:
         for i in tl.static_range(NTHR):
             idx += (a >= tl.load(thr_ptr + i)).to(tl.int32)
-    idx = tl.minimum(idx, NTHR - 1)
+    return _signed_code(y, tl.minimum(idx, NTHR - 1), INT4, NEGZERO, ZERO_POS)
+
+
+@triton.jit
+def _signed_code(y, idx, INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr):
+    """The code of scaled float32 y whose magnitude rounds to index idx (0..7): the sign of
+    y (ZERO_POS: y < 0, so -0 is +0; else its sign bit) as two's complement (INT4) or a
+    sign bit (bit 3; without NEGZERO not for index 0); NaN -> 0."""
     if ZERO_POS:
         neg = y < 0.0
     else:
@@ -340,6 +347,42 @@ def _element_codes(y, r, thr_ptr, dthr_ptr, mags_ptr, sr_scale, NTHR: tl.constex
         else:
             code = tl.where(neg & (idx != 0), idx | 8, idx)
     return tl.where(y != y, 0, code)
+
+
+@triton.jit
+def _sr_index(a, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr, SR_SCALE: tl.constexpr):
+    """Stochastic rounding of magnitudes a = |y| (float32, NaN allowed: its result is
+    discarded) onto the 8 magnitudes of E2M1, or of a uniform grid (E1M2, INT4), with random
+    integers r in [0, 2^SR_BITS) (int32): the magnitude index, by integer operations.
+
+    With the step s and rbits N of fp4spec.rounding (up iff frac * 2^N + r >= 2^N), the
+    index on a uniform grid of step s is floor(a / s + r / 2^N) = (floor(a * 2^N / s) + r)
+    >> N, since r is an integer. So:
+
+    1. a' = min(a, SR_MAX) (NaN -> SR_MAX): above the largest magnitude SR saturates.
+    2. xi = floor(a' * SR_SCALE), SR_SCALE = 2^N / s0 with s0 the finest step (0.5 for E2M1
+       and E1M2, 1 for INT4): exact (a power-of-two product below 2^28, a truncating
+       conversion).
+    3. c = (xi + r) >> N, the index on the grid of step s0 (E1M2, INT4: the answer).
+    4. E2M1 (steps 1/2, 1, 2 on [0, 2), [2, 4), [4, 6]): also c2 = ((xi >> 1) + r) >> N + 2
+       and c3 = ((xi >> 2) + r) >> N + 4 (floor(floor(v) / 2) = floor(v / 2)); each is the
+       right index on its binade and never below it elsewhere, so the index is
+       min(c, c2, c3) -- as for the fast RNE encoder."""
+    xi = (tl.where(a < SR_MAX, a, SR_MAX) * SR_SCALE).to(tl.int32)
+    c = (xi + r) >> SR_BITS
+    if E2M1:
+        c2 = (((xi >> 1) + r) >> SR_BITS) + 2
+        c3 = (((xi >> 2) + r) >> SR_BITS) + 4
+        c = tl.minimum(c, tl.minimum(c2, c3))
+    return c
+
+
+@triton.jit
+def _sr_code(y, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr, SR_SCALE: tl.constexpr,
+             INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr):
+    """The SR code of scaled float32 y with random integer r (int32): :func:`_sr_index` of
+    |y|, signed by :func:`_signed_code` (what :func:`_element_codes` gives with SR)."""
+    return _signed_code(y, _sr_index(tl.abs(y), r, SR_BITS, E2M1, SR_MAX, SR_SCALE), INT4, NEGZERO, ZERO_POS)
 
 
 @triton.jit
@@ -600,6 +643,17 @@ def _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS: tl.constexpr):
     else:
         off = blk
     tl.store(s_ptr + off, scode.to(tl.uint8), mask=mask)
+
+
+@triton.jit
+def _philox_bits4(seed, g, SR_BITS: tl.constexpr):
+    """The random integers (int32 in [0, 2^SR_BITS)) of the four elements of group g (int64):
+    the top SR_BITS bits of the four words of Philox4x32-10 at counter g (tl.randint4x), as
+    fp4spec.philox defines them."""
+    u0, u1, u2, u3 = tl.randint4x(seed, g)
+    s: tl.constexpr = 32 - SR_BITS
+    return ((u0.to(tl.uint32) >> s).to(tl.int32), (u1.to(tl.uint32) >> s).to(tl.int32),
+            (u2.to(tl.uint32) >> s).to(tl.int32), (u3.to(tl.uint32) >> s).to(tl.int32))
 
 
 @triton.jit

@@ -18,9 +18,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .primitives import (_absmax4, _amax2, _bf16_group, _block_scale, _block_scale_f32, _code, _e2m1_rne, _load_group,
+from .primitives import (_absmax4, _absmax16, _amax2, _bf16_group, _block_scale, _block_scale_f32, _code, _e2m1_rne, _load_group,
                          _max_nan, _mult_b, _needs_exact, _pow2, _rbits4, _store_scales, _ue4m3_value, _unpack,
                          _word_codes, _word_codes_exact)
+from .row16 import _rows16_any, _word16_sr
 
 
 @triton.jit
@@ -166,6 +167,41 @@ def quantize_rows_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr
                 else:
                     word = word | (half.to(tl.uint32).to(tl.int64) << 32)
         tl.store(q_ptr + blk * (K // 16) + h, word, mask=mask)
+    _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
+
+
+@triton.jit
+def quantize_rows_sr_kernel(x_ptr, q_ptr, s_ptr, r_ptr, ts_ptr, NBLK, NSC, CPAD, seed,
+                            BR: tl.constexpr, K: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
+                            EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SR: tl.constexpr,
+                            SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr,
+                            SR_SCALE: tl.constexpr, INT4: tl.constexpr, NEGZERO: tl.constexpr,
+                            ZERO_POS: tl.constexpr, IN_BF16: tl.constexpr, CUBLAS: tl.constexpr):
+    """Variant ``rows_sr``: stochastic rounding of BR consecutive 1 x K blocks (K = 16 or 32)
+    of a contiguous tensor, one block per thread, the K values held in registers (one read):
+    amax, scale, then per group of four the random integers -- given (SR 1: int32 at r_ptr,
+    one 16-byte load) or one Philox call at the group's counter (SR 2; the
+    ``draw_rbits(method="philox")`` stream) -- and the integer SR encoder
+    (:func:`.primitives._sr_index`) for E2M1, E1M2 and INT4; one 8-byte store of codes per
+    16 values. x_ptr: int64 words of four bf16, or float32 / float16 elements."""
+    G: tl.constexpr = K // 4
+    pid = tl.program_id(0)
+    blk = pid.to(tl.int64) * BR + tl.arange(0, BR)
+    mask = blk < NBLK
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16_any(x_ptr, blk, 0, mask, G, IN_BF16)
+    vm = _absmax16(tl.zeros((BR,), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+    if K == 32:
+        b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16_any(x_ptr, blk, 1, mask, G,
+                                                                                          IN_BF16)
+        vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
+    scode, mult, nan_scale = _block_scale_f32(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
+    w = _word16_sr(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, r_ptr, seed, blk * G, mask,
+                   mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS)
+    tl.store(q_ptr + blk * (K // 16), w, mask=mask)
+    if K == 32:
+        w = _word16_sr(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, r_ptr, seed, blk * G + 4,
+                       mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS)
+        tl.store(q_ptr + blk * 2 + 1, w, mask=mask)
     _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
 
 
