@@ -12,7 +12,8 @@ around the public call (host work included), and prints:
 * ms and the share of a bf16 copy's bandwidth for the bytes the call must move (x read, codes
   and scales written), the copy timed in the same run;
 * for quantize, the time of the kernels alone (``quantize_packed`` on the prepared tensor:
-  the public call's cost over the kernels it launches);
+  the public call's cost over the kernels it launches); for SR also the generic ``rows``
+  kernel's (the SR rows count x read and codes and scales written, not the given bits);
 * matmul and the fake-quant linear against bf16 ``torch.matmul`` of the same size;
 * torchao's compiled NVFP4 / MXFP4 quantize beside ours when torchao is importable.
 
@@ -56,6 +57,7 @@ QUANT = [  # (label, scheme, kwargs)
     ("hif4", "hif4", {}),
     ("nvfp4 sr (given bits)", "nvfp4", {"rounding": "sr"}),
     ("nvfp4 sr (seed: Philox on the device)", "nvfp4", {"rounding": "sr", "seed": 1234}),
+    ("mxfp4 sr (given bits)", "mxfp4", {"rounding": "sr"}),
     ("mxfp4 sr (seed: Philox on the device)", "mxfp4", {"rounding": "sr", "seed": 1234}),
     ("nvfp4 pad=True", "nvfp4", {"pad": True, "cols": -8}),
 ]
@@ -92,10 +94,13 @@ def bench_quant(x, iters, t_copy, rows):
         moved = xi.numel() * xi.element_size() + out_bytes(q)
         bw = moved / t
         kern = ""
-        if q.backend == "triton" and "rht" not in kw and kw.get("rounding") != "sr" and "pad" not in kw:
-            ax = kw.get("axis", -1)
-            tk = event_time(lambda: quantize_packed(xi, scheme, axis=ax), iters)
+        if q.backend == "triton" and "rht" not in kw and "pad" not in kw:
+            pk = {k: v for k, v in kw.items() if k in ("axis", "rounding", "seed", "rbits")}
+            tk = event_time(lambda: quantize_packed(xi, scheme, **pk), iters)
             kern = f"{tk * 1e3:.3f} ms ({t / tk:.2f}x)"
+            if kw.get("rounding") == "sr":  # the generic rowwise kernel SR ran on before rows_sr
+                tg = event_time(lambda: quantize_packed(xi, scheme, variant="rows", **pk), iters)
+                kern += f"; generic rows {tg * 1e3:.3f} ms"
         ok = check_slice(xi, scheme, kw)
         bad += not ok
         rows.append((f"quantize {label}", q.backend, t, f"{bw / (2 * x.numel() * x.element_size() / t_copy):.0%}",

@@ -37,6 +37,9 @@ class TritonConfig:
             1 x 32 blocks, RNE, plain scales).
         rows_sr_blocks, rows_sr_warps: the default rowwise SR kernel (E2M1, E1M2, INT4,
             1 x 16 / 1 x 32 blocks; not tuned on a GPU yet).
+        rows_sr_fp32_pipe: its SR encoder by directed-rounding fma / add on the FP32 pipe
+            (GPU only, sr_bits <= 23) instead of a conversion and integer shifts and adds;
+            off until timed on the H200 (both are exact: tests/backends/test_triton_rows_sr.py).
         rows_mx, rows_two_level: (variant, blocks, warps) of the other rowwise requests of MX
             and two-level schemes; the variant ``"rows_split"`` applies to bf16 E2M1 RNE only,
             other requests take ``"rows"`` with the same tile.
@@ -101,6 +104,7 @@ class TritonConfig:
     rows_bf16_warps: int = 4
     rows_sr_blocks: int = 128
     rows_sr_warps: int = 4
+    rows_sr_fp32_pipe: bool = False
     rows_mx: tuple = ("rows_split", 256, 8)
     rows_two_level: tuple = ("rows", 512, 8)
     rows_wide: tuple = (128, 4)

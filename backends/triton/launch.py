@@ -218,9 +218,16 @@ SR_ELEMENTS = {"e2m1": (True, 0.5), "e1m2": (False, 0.5), "int4_sym": (False, 1.
 
 def sr_flags(sch, sr_bits: int) -> dict:
     """The constexprs of :func:`.kernels.primitives._sr_index` for a scheme's element:
-    E2M1, SR_MAX (the largest magnitude), SR_SCALE = 2^sr_bits / s0."""
+    E2M1, SR_MAX (the largest magnitude), SR_SCALE = 2^sr_bits / s0, HALF_STEP (s0 = 1/2)."""
     e2m1, step = SR_ELEMENTS[sch.element.name]
-    return dict(E2M1=e2m1, SR_MAX=float(sch.max_elem), SR_SCALE=float(2 ** int(sr_bits) / step))
+    return dict(E2M1=e2m1, SR_MAX=float(sch.max_elem), SR_SCALE=float(2 ** int(sr_bits) / step),
+                HALF_STEP=step == 0.5)
+
+
+def sr_fp32_pipe(cfg: TritonConfig, sr_bits: int) -> bool:
+    """Whether ``rows_sr`` encodes on the FP32 pipe (directed-rounding PTX: not in the
+    interpreter; sr_bits <= 23): config rows_sr_fp32_pipe and hw_instructions."""
+    return bool(cfg.rows_sr_fp32_pipe and cfg.hw_instructions and not interpret() and int(sr_bits) <= 23)
 
 
 def rows_sr(p: Plan, ts, packed, scales, cpad):
@@ -234,7 +241,8 @@ def rows_sr(p: Plan, ts, packed, scales, cpad):
         BR=br, K=p.K, SR=p.sr_mode, SR_BITS=int(p.sr_bits), IN_BF16=p.bf16, CUBLAS=p.scale_layout == "cublas",
         INT4=p.sch.element.name == "int4_sym", NEGZERO=bool(p.sch.element.has_negative_zero),
         ZERO_POS=p.sch.structure != "mx" and p.sch.policies["nv_negative_zero"] == "positive",
-        num_warps=p.num_warps or p.cfg.rows_sr_warps, **scheme_flags(p.sch), **sr_flags(p.sch, p.sr_bits))
+        FP32_PIPE=sr_fp32_pipe(p.cfg, p.sr_bits), num_warps=p.num_warps or p.cfg.rows_sr_warps,
+        **scheme_flags(p.sch), **sr_flags(p.sch, p.sr_bits))
 
 
 def rows_split(p: Plan, ts, packed, scales, cpad):

@@ -102,7 +102,7 @@ def test_sr_encoder_model_equals_emulator(elem, sr_bits):
 
 @triton.jit
 def _sr_index_kernel(a_ptr, r_ptr, out_ptr, n, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr,
-                     SR_SCALE: tl.constexpr, B: tl.constexpr):
+                     SR_SCALE: tl.constexpr, HALF_STEP: tl.constexpr, B: tl.constexpr):
     i = tl.program_id(0) * B + tl.arange(0, B)
     m = i < n
     c = tp._sr_index(tl.load(a_ptr + i, mask=m, other=0.0), tl.load(r_ptr + i, mask=m, other=0), SR_BITS, E2M1,
@@ -354,3 +354,65 @@ def test_gpu_full_size(scheme):
         ref = fp4spec.quantize(xs.float().cpu().numpy(), scheme, rounding="sr", rbits=bits)
         np.testing.assert_array_equal(out["packed"].cpu().numpy(), ref.pack())
         np.testing.assert_array_equal(out["scales"].cpu().numpy(), ref.scales)
+
+
+@triton.jit
+def _sr_index_pair_kernel(a_ptr, r_ptr, out_ptr, fp_ptr, n, SR_BITS: tl.constexpr, E2M1: tl.constexpr,
+                          SR_MAX: tl.constexpr, SR_SCALE: tl.constexpr, HALF_STEP: tl.constexpr, B: tl.constexpr):
+    i = tl.program_id(0) * B + tl.arange(0, B)
+    m = i < n
+    a = tl.load(a_ptr + i, mask=m, other=0.0)
+    r = tl.load(r_ptr + i, mask=m, other=0)
+    tl.store(out_ptr + i, tp._sr_index(a, r, SR_BITS, E2M1, SR_MAX, SR_SCALE), mask=m)
+    tl.store(fp_ptr + i, tp._sr_index_fp32(a, r, SR_BITS, E2M1, SR_MAX, HALF_STEP), mask=m)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (directed-rounding PTX)")
+@pytest.mark.parametrize("elem", ["e2m1", "e1m2", "int4_sym"])
+def test_gpu_fp32_pipe_encoder_equals_integer(elem):
+    """_sr_index_fp32 == _sr_index (== the model above) for every sr_bits 1..23, on the
+    decision points, every non-negative bf16 value (as float32) and random float32 below 8,
+    with random integers 0, 1, half, max - 1, max and random ones."""
+    sch = fp4spec.get_scheme({"e2m1": "nvfp4", "e1m2": "ufp4", "int4_sym": "nvint4"}[elem])
+    bf = np.arange(1 << 15, dtype=np.uint32) << 16
+    rng = np.random.default_rng(0)
+    for sr_bits in range(1, 24):
+        a = np.concatenate([decision_points(elem, sr_bits), bf.view(F32),
+                            rng.uniform(0, 8, 1 << 16).astype(F32), F32([np.nan])])
+        n = 1 << sr_bits
+        for r in (0, 1, n // 2, max(n - 2, 0), n - 1, None):
+            rr = rng.integers(0, n, a.shape) if r is None else np.full(a.shape, r)
+            at = torch.from_numpy(a).cuda()
+            rt = torch.from_numpy(rr.astype(np.int32)).cuda()
+            o1, o2 = (torch.empty(a.shape, dtype=torch.int32, device="cuda") for _ in range(2))
+            _sr_index_pair_kernel[(triton.cdiv(a.size, 1024),)](at, rt, o1, o2, a.size, SR_BITS=sr_bits, B=1024,
+                                                                **trl.sr_flags(sch, sr_bits))
+            assert torch.equal(o1[:-1], o2[:-1]), (elem, sr_bits, r)
+            fin = ~np.isnan(a)
+            np.testing.assert_array_equal(o1.cpu().numpy()[fin], sr_index_model(a[fin], rr[fin], sr_bits, elem))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_gpu_fp32_pipe_kernel(scheme):
+    """rows_sr with config rows_sr_fp32_pipe == without, 4096 x 16384 bf16 and float32, seed
+    and given bits, sr_bits 8, 16, 23 (and 24, where the integer encoder runs)."""
+    from dataclasses import replace
+
+    from fp4spec.backends.triton import DEFAULT_CONFIG
+
+    fp = replace(DEFAULT_CONFIG, rows_sr_fp32_pipe=True)
+    assert trl.sr_fp32_pipe(fp, 23) and not trl.sr_fp32_pipe(fp, 24) and not trl.sr_fp32_pipe(DEFAULT_CONFIG, 8)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for dtype in (torch.bfloat16, torch.float32):
+        x = (torch.randn((4096, 16384), device="cuda", generator=g) * 3).to(dtype)
+        x[0, :16] = float("nan")
+        x[1, 16:32] = float("inf")
+        for sr_bits in (8, 16, 23, 24):
+            rb = torch.randint(0, 1 << sr_bits, x.shape, device="cuda", dtype=torch.int32, generator=g)
+            for kw in (dict(seed=77), dict(rbits=rb)):
+                a = quantize_packed(x, scheme, rounding="sr", sr_bits=sr_bits, config=fp, **kw)
+                b = quantize_packed(x, scheme, rounding="sr", sr_bits=sr_bits, **kw)
+                assert torch.equal(a["packed"], b["packed"]) and torch.equal(a["scales"], b["scales"])

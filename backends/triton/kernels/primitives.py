@@ -377,12 +377,58 @@ def _sr_index(a, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.conste
     return c
 
 
+def _rd_floor_asm(mult: str, magic: str) -> str:
+    return f"{{ .reg .f32 t; fma.rm.f32 t, $1, {mult}, $2; add.rm.f32 $0, t, {magic}; }}"
+
+
+#: :func:`_rd_floor`'s PTX per grid: (1 / step, 2^23 - 1 + the grid's first index) as float32
+#: immediates -- step 1/2 from index 0, step 1 from 0, step 1 from 2, step 2 from 4.
+_RD_HALF = tl.constexpr(_rd_floor_asm("0f40000000", "0f4AFFFFFE"))
+_RD_ONE = tl.constexpr(_rd_floor_asm("0f3F800000", "0f4AFFFFFE"))
+_RD_ONE_2 = tl.constexpr(_rd_floor_asm("0f3F800000", "0f4B000001"))
+_RD_TWO_4 = tl.constexpr(_rd_floor_asm("0f3F000000", "0f4B000003"))
+
+
+@triton.jit
+def _rd_floor(a, rho1, ASM: tl.constexpr):
+    """bits(RD(RD(a / step + rho1) + 2^23 - 1 + i0)) for one grid of :data:`_RD_HALF` ...:
+    0x4B000000 + i0 + floor(a / step + rho) where rho1 = 1 + rho (GPU only: directed
+    rounding). RD keeps the floor (the integer below is a float32 at these magnitudes), and
+    RD onto the integers of [2^23, 2^24) is the floor."""
+    return tl.inline_asm_elementwise(ASM, "=r,f,f", [a, rho1], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _sr_index_fp32(a, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr, HALF_STEP: tl.constexpr):
+    """:func:`_sr_index` on the FP32 pipe (GPU only; SR_BITS <= 23): with rho = r / 2^N held
+    exactly as rho1 = 1 + rho (r's bits in the mantissa: one shift-or), the index on a grid
+    of step s from i0 is floor(a / s + rho) + i0, by one fma and one add rounding down
+    (:func:`_rd_floor`), in place of a conversion and integer shifts and adds. Equal to
+    :func:`_sr_index` (the GPU tests: every bf16 value, the decision points, every sr_bits)."""
+    ap = tl.where(a < SR_MAX, a, SR_MAX)
+    rho1 = ((r << (23 - SR_BITS)) | 0x3F800000).to(tl.float32, bitcast=True)
+    if E2M1:
+        u = tl.minimum(tl.minimum(_rd_floor(ap, rho1, _RD_HALF), _rd_floor(ap, rho1, _RD_ONE_2)),
+                       _rd_floor(ap, rho1, _RD_TWO_4))
+    elif HALF_STEP:
+        u = _rd_floor(ap, rho1, _RD_HALF)
+    else:
+        u = _rd_floor(ap, rho1, _RD_ONE)
+    return u - 0x4B000000
+
+
 @triton.jit
 def _sr_code(y, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr, SR_SCALE: tl.constexpr,
-             INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr):
-    """The SR code of scaled float32 y with random integer r (int32): :func:`_sr_index` of
-    |y|, signed by :func:`_signed_code` (what :func:`_element_codes` gives with SR)."""
-    return _signed_code(y, _sr_index(tl.abs(y), r, SR_BITS, E2M1, SR_MAX, SR_SCALE), INT4, NEGZERO, ZERO_POS)
+             INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, FP32_PIPE: tl.constexpr = False,
+             HALF_STEP: tl.constexpr = True):
+    """The SR code of scaled float32 y with random integer r (int32): :func:`_sr_index` (or
+    FP32_PIPE, GPU only: :func:`_sr_index_fp32`) of |y|, signed by :func:`_signed_code`
+    (what :func:`_element_codes` gives with SR)."""
+    if FP32_PIPE:
+        idx = _sr_index_fp32(tl.abs(y), r, SR_BITS, E2M1, SR_MAX, HALF_STEP)
+    else:
+        idx = _sr_index(tl.abs(y), r, SR_BITS, E2M1, SR_MAX, SR_SCALE)
+    return _signed_code(y, idx, INT4, NEGZERO, ZERO_POS)
 
 
 @triton.jit

@@ -176,13 +176,15 @@ def quantize_rows_sr_kernel(x_ptr, q_ptr, s_ptr, r_ptr, ts_ptr, NBLK, NSC, CPAD,
                             EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SR: tl.constexpr,
                             SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr,
                             SR_SCALE: tl.constexpr, INT4: tl.constexpr, NEGZERO: tl.constexpr,
-                            ZERO_POS: tl.constexpr, IN_BF16: tl.constexpr, CUBLAS: tl.constexpr):
+                            ZERO_POS: tl.constexpr, IN_BF16: tl.constexpr, CUBLAS: tl.constexpr,
+                            FP32_PIPE: tl.constexpr = False, HALF_STEP: tl.constexpr = True):
     """Variant ``rows_sr``: stochastic rounding of BR consecutive 1 x K blocks (K = 16 or 32)
     of a contiguous tensor, one block per thread, the K values held in registers (one read):
     amax, scale, then per group of four the random integers -- given (SR 1: int32 at r_ptr,
     one 16-byte load) or one Philox call at the group's counter (SR 2; the
     ``draw_rbits(method="philox")`` stream) -- and the integer SR encoder
-    (:func:`.primitives._sr_index`) for E2M1, E1M2 and INT4; one 8-byte store of codes per
+    (:func:`.primitives._sr_index`; FP32_PIPE, GPU only: :func:`.primitives._sr_index_fp32`)
+    for E2M1, E1M2 and INT4; one 8-byte store of codes per
     16 values. x_ptr: int64 words of four bf16, or float32 / float16 elements."""
     G: tl.constexpr = K // 4
     pid = tl.program_id(0)
@@ -196,11 +198,11 @@ def quantize_rows_sr_kernel(x_ptr, q_ptr, s_ptr, r_ptr, ts_ptr, NBLK, NSC, CPAD,
         vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
     scode, mult, nan_scale = _block_scale_f32(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
     w = _word16_sr(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, r_ptr, seed, blk * G, mask,
-                   mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS)
+                   mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP)
     tl.store(q_ptr + blk * (K // 16), w, mask=mask)
     if K == 32:
         w = _word16_sr(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, r_ptr, seed, blk * G + 4,
-                       mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS)
+                       mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP)
         tl.store(q_ptr + blk * 2 + 1, w, mask=mask)
     _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
 
