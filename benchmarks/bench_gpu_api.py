@@ -13,7 +13,8 @@ around the public call (host work included), and prints:
   and scales written), the copy timed in the same run;
 * for quantize, the time of the kernels alone (``quantize_packed`` on the prepared tensor:
   the public call's cost over the kernels it launches); for SR also the generic ``rows``
-  kernel's (the SR rows count x read and codes and scales written, not the given bits);
+  kernel's and that of ``rows_sr`` with ``TritonConfig.rows_sr_fp32_pipe`` (checked equal);
+  rows with given bits count their int32 bits as read bytes too;
 * matmul and the fake-quant linear against bf16 ``torch.matmul`` of the same size;
 * torchao's compiled NVFP4 / MXFP4 quantize beside ours when torchao is importable.
 
@@ -26,13 +27,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 
 import torch
 
 from gpu_timing import copy_baseline, event_time, log
 
 import fp4spec
-from fp4spec.backends.triton import quantize_packed
+from fp4spec.backends.triton import DEFAULT_CONFIG, quantize_packed
 
 QUANT = [  # (label, scheme, kwargs)
     ("mxfp4", "mxfp4", {}),
@@ -92,15 +94,24 @@ def bench_quant(x, iters, t_copy, rows):
             log(f"{label}: {type(exc).__name__}: {str(exc)[:120]}")
             continue
         moved = xi.numel() * xi.element_size() + out_bytes(q)
+        if "rbits" in kw:  # given bits are read too (int32 per element)
+            moved += kw["rbits"].numel() * kw["rbits"].element_size()
         bw = moved / t
         kern = ""
         if q.backend == "triton" and "rht" not in kw and "pad" not in kw:
             pk = {k: v for k, v in kw.items() if k in ("axis", "rounding", "seed", "rbits")}
             tk = event_time(lambda: quantize_packed(xi, scheme, **pk), iters)
             kern = f"{tk * 1e3:.3f} ms ({t / tk:.2f}x)"
-            if kw.get("rounding") == "sr":  # the generic rowwise kernel SR ran on before rows_sr
+            if kw.get("rounding") == "sr":  # the generic kernel SR ran on before rows_sr; its FP32-pipe encoder
                 tg = event_time(lambda: quantize_packed(xi, scheme, variant="rows", **pk), iters)
-                kern += f"; generic rows {tg * 1e3:.3f} ms"
+                fp = replace(DEFAULT_CONFIG, rows_sr_fp32_pipe=True)
+                tf = event_time(lambda: quantize_packed(xi, scheme, config=fp, **pk), iters)
+                same = all(torch.equal(a, b) for a, b in zip(quantize_packed(xi, scheme, config=fp, **pk).values(),
+                                                            quantize_packed(xi, scheme, **pk).values())
+                           if isinstance(a, torch.Tensor))
+                kern += (f"; generic rows {tg * 1e3:.3f} ms; rows_sr_fp32_pipe {tf * 1e3:.3f} ms"
+                         f" ({'same bits' if same else 'DIFFERS'})")
+                bad += not same
         ok = check_slice(xi, scheme, kw)
         bad += not ok
         rows.append((f"quantize {label}", q.backend, t, f"{bw / (2 * x.numel() * x.element_size() / t_copy):.0%}",
