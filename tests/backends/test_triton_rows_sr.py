@@ -240,10 +240,11 @@ def test_equals_generic_rows_kernel(backend, scheme):
             for k in ("packed", "scales"):
                 assert torch.equal(a[k], b[k]), (dtype, kw.keys(), k)
     if fp4spec.get_scheme(scheme).structure != "mx":
-        sed = (F32(2.0), F32(0.5))
-        a = quantize_packed(xt, scheme, rounding="sr", seed=1, s_enc_dec=sed, variant="rows_sr")
-        b = quantize_packed(xt, scheme, rounding="sr", seed=1, s_enc_dec=sed, variant="rows")
-        assert torch.equal(a["packed"], b["packed"]) and torch.equal(a["scales"], b["scales"])
+        # a given tensor scale; S_dec = 3e38: multipliers 0 for large scales (Inf * 0 is NaN)
+        for sed in ((F32(2.0), F32(0.5)), (F32(1.0), F32(3e38))):
+            a = quantize_packed(xt, scheme, rounding="sr", seed=1, s_enc_dec=sed, variant="rows_sr")
+            b = quantize_packed(xt, scheme, rounding="sr", seed=1, s_enc_dec=sed, variant="rows")
+            assert torch.equal(a["packed"], b["packed"]) and torch.equal(a["scales"], b["scales"]), sed
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
@@ -280,15 +281,26 @@ def _sr_index_one_up(a, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl
     return _sr_index(a, tl.minimum(r + 1, (1 << SR_BITS) - 1), SR_BITS, E2M1, SR_MAX, SR_SCALE)
 
 
+_signed_code = tp._signed_code
+
+
+@triton.jit
+def _signed_code_no_nan_test(y, idx, INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
+                             NAN_CHECK: tl.constexpr = True):
+    return _signed_code(y, idx, INT4, NEGZERO, ZERO_POS, False)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="patches jit globals: interpreter only")
 @pytest.mark.parametrize("module,name,defect,check", [
     (row16, "_philox_bits4", _philox_bits4_next_counter, check_seed),
     (tp, "_sr_index", _sr_index_one_up, check_given_bits),
-], ids=["philox-counter-plus-1", "rbits-plus-1"])
-@pytest.mark.parametrize("scheme", ["nvfp4", "nvint4"])
+    (tp, "_signed_code", _signed_code_no_nan_test, check_seed),
+], ids=["philox-counter-plus-1", "rbits-plus-1", "no-nan-test"])
+@pytest.mark.parametrize("scheme", ["nvfp4", "mxfp4", "nvint4"])
 def test_planted_defects_are_caught(backend, monkeypatch, module, name, defect, check, scheme):
-    """A Philox counter one group ahead, and random integers one too large (the encoder off
-    by one), fail the checks above (8 bits, bf16)."""
+    """A Philox counter one group ahead, random integers one too large (the encoder off by
+    one), and NaN products never tested (the kernel's per-program branch) fail the checks
+    above (8 bits, bf16)."""
     monkeypatch.setattr(module, name, defect)
     with pytest.raises(AssertionError, match="differ"):
         check(scheme, 8, torch.bfloat16, backend.device)

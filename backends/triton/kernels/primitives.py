@@ -331,10 +331,12 @@ def _element_codes(y, r, thr_ptr, dthr_ptr, mags_ptr, sr_scale, NTHR: tl.constex
 
 
 @triton.jit
-def _signed_code(y, idx, INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr):
+def _signed_code(y, idx, INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
+                 NAN_CHECK: tl.constexpr = True):
     """The code of scaled float32 y whose magnitude rounds to index idx (0..7): the sign of
     y (ZERO_POS: y < 0, so -0 is +0; else its sign bit) as two's complement (INT4) or a
-    sign bit (bit 3; without NEGZERO not for index 0); NaN -> 0."""
+    sign bit (bit 3; without NEGZERO not for index 0); NaN -> 0 (without NAN_CHECK: the
+    caller knows no y is NaN)."""
     if ZERO_POS:
         neg = y < 0.0
     else:
@@ -346,7 +348,9 @@ def _signed_code(y, idx, INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl
             code = tl.where(neg, idx | 8, idx)
         else:
             code = tl.where(neg & (idx != 0), idx | 8, idx)
-    return tl.where(y != y, 0, code)
+    if NAN_CHECK:
+        code = tl.where(y != y, 0, code)
+    return code
 
 
 @triton.jit
@@ -420,15 +424,15 @@ def _sr_index_fp32(a, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.c
 @triton.jit
 def _sr_code(y, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr, SR_SCALE: tl.constexpr,
              INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, FP32_PIPE: tl.constexpr = False,
-             HALF_STEP: tl.constexpr = True):
+             HALF_STEP: tl.constexpr = True, NAN_CHECK: tl.constexpr = True):
     """The SR code of scaled float32 y with random integer r (int32): :func:`_sr_index` (or
     FP32_PIPE, GPU only: :func:`_sr_index_fp32`) of |y|, signed by :func:`_signed_code`
-    (what :func:`_element_codes` gives with SR)."""
+    (what :func:`_element_codes` gives with SR; NAN_CHECK as there)."""
     if FP32_PIPE:
         idx = _sr_index_fp32(tl.abs(y), r, SR_BITS, E2M1, SR_MAX, HALF_STEP)
     else:
         idx = _sr_index(tl.abs(y), r, SR_BITS, E2M1, SR_MAX, SR_SCALE)
-    return _signed_code(y, idx, INT4, NEGZERO, ZERO_POS)
+    return _signed_code(y, idx, INT4, NEGZERO, ZERO_POS, NAN_CHECK)
 
 
 @triton.jit

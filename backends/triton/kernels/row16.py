@@ -343,7 +343,8 @@ def _word16(y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15
 @triton.jit
 def _sr_half4(y0, y1, y2, y3, r_ptr, seed, g, mask, mult, SR: tl.constexpr, SR_BITS: tl.constexpr,
               E2M1: tl.constexpr, SR_MAX: tl.constexpr, SR_SCALE: tl.constexpr, INT4: tl.constexpr,
-              NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, FP32_PIPE: tl.constexpr, HALF_STEP: tl.constexpr):
+              NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, FP32_PIPE: tl.constexpr, HALF_STEP: tl.constexpr,
+              NAN_CHECK: tl.constexpr):
     """int32 of the 4 SR codes of y_i * mult (group g, first in the lowest nibble): the random
     integers read from r_ptr (SR 1: int32, one 16-byte load) or drawn (SR 2: one Philox call,
     all four words used)."""
@@ -351,13 +352,14 @@ def _sr_half4(y0, y1, y2, y3, r_ptr, seed, g, mask, mult, SR: tl.constexpr, SR_B
         r0, r1, r2, r3 = _load4_vec(r_ptr, g, mask)
     else:
         r0, r1, r2, r3 = _philox_bits4(seed, g, SR_BITS)
-    c0 = _sr_code(y0 * mult, r0, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP)
+    c0 = _sr_code(y0 * mult, r0, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
+                  HALF_STEP, NAN_CHECK)
     c1 = _sr_code(y1 * mult, r1, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
-                  HALF_STEP)
+                  HALF_STEP, NAN_CHECK)
     c2 = _sr_code(y2 * mult, r2, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
-                  HALF_STEP)
+                  HALF_STEP, NAN_CHECK)
     c3 = _sr_code(y3 * mult, r3, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
-                  HALF_STEP)
+                  HALF_STEP, NAN_CHECK)
     return _pack_nibbles(c0, c1, c2, c3)
 
 
@@ -365,18 +367,19 @@ def _sr_half4(y0, y1, y2, y3, r_ptr, seed, g, mask, mult, SR: tl.constexpr, SR_B
 def _word16_sr(y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15, r_ptr, seed, g, mask, mult,
                SR: tl.constexpr, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr,
                SR_SCALE: tl.constexpr, INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
-               FP32_PIPE: tl.constexpr = False, HALF_STEP: tl.constexpr = True):
+               FP32_PIPE: tl.constexpr = False, HALF_STEP: tl.constexpr = True, NAN_CHECK: tl.constexpr = True):
     """As :func:`_word16` with SR by the integer encoder (:func:`.primitives._sr_code`): the
     int64 word of the 16 codes of y_i * mult, the values of groups g..g+3 (int64, the Philox
-    counters); the bits are read or drawn one group at a time."""
+    counters); the bits are read or drawn one group at a time. NAN_CHECK False: no y_i * mult
+    is NaN (the caller checked the multipliers)."""
     q0 = _sr_half4(y0, y1, y2, y3, r_ptr, seed, g, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO,
-                   ZERO_POS, FP32_PIPE, HALF_STEP)
+                   ZERO_POS, FP32_PIPE, HALF_STEP, NAN_CHECK)
     q1 = _sr_half4(y4, y5, y6, y7, r_ptr, seed, g + 1, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4,
-                   NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP)
+                   NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP, NAN_CHECK)
     q2 = _sr_half4(y8, y9, y10, y11, r_ptr, seed, g + 2, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4,
-                   NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP)
+                   NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP, NAN_CHECK)
     q3 = _sr_half4(y12, y13, y14, y15, r_ptr, seed, g + 3, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4,
-                   NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP)
+                   NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP, NAN_CHECK)
     lo = q0 | (q1 << 16)
     hi = q2 | (q3 << 16)
     return lo.to(tl.uint32).to(tl.int64) | (hi.to(tl.int64) << 32)

@@ -197,13 +197,28 @@ def quantize_rows_sr_kernel(x_ptr, q_ptr, s_ptr, r_ptr, ts_ptr, NBLK, NSC, CPAD,
                                                                                           IN_BF16)
         vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
     scode, mult, nan_scale = _block_scale_f32(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
-    w = _word16_sr(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, r_ptr, seed, blk * G, mask,
-                   mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP)
-    tl.store(q_ptr + blk * (K // 16), w, mask=mask)
+    # a NaN product needs a NaN input (its block's multiplier is NaN, or 0 for MX) or a
+    # multiplier of 0 (Inf * 0: MX NaN scales, a given tensor scale whose multipliers
+    # underflow): programs whose multipliers are all positive skip the per-element NaN test
+    if tl.max((~(mult > 0.0)).to(tl.int32), axis=0) != 0:  # rare
+        w0 = _word16_sr(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, r_ptr, seed, blk * G,
+                        mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
+                        HALF_STEP, True)
+        if K == 32:
+            w1 = _word16_sr(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, r_ptr, seed,
+                            blk * G + 4, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS,
+                            FP32_PIPE, HALF_STEP, True)
+    else:
+        w0 = _word16_sr(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, r_ptr, seed, blk * G,
+                        mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
+                        HALF_STEP, False)
+        if K == 32:
+            w1 = _word16_sr(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, r_ptr, seed,
+                            blk * G + 4, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS,
+                            FP32_PIPE, HALF_STEP, False)
+    tl.store(q_ptr + blk * (K // 16), w0, mask=mask)
     if K == 32:
-        w = _word16_sr(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, r_ptr, seed, blk * G + 4,
-                       mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP)
-        tl.store(q_ptr + blk * 2 + 1, w, mask=mask)
+        tl.store(q_ptr + blk * 2 + 1, w1, mask=mask)
     _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
 
 
