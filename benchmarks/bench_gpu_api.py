@@ -65,6 +65,10 @@ QUANT = [  # (label, scheme, kwargs)
 ]
 
 
+#: rows_sr tiles timed beside the shipped one (TritonConfig.rows_sr_blocks / rows_sr_warps)
+SR_TILES = [(64, 2), (256, 4), (256, 8)]
+
+
 def out_bytes(q) -> int:
     return int(q.data.numel() * q.data.element_size() + q.scales.numel())
 
@@ -112,6 +116,9 @@ def bench_quant(x, iters, t_copy, rows):
                 kern += (f"; generic rows {tg * 1e3:.3f} ms; rows_sr_fp32_pipe {tf * 1e3:.3f} ms"
                          f" ({'same bits' if same else 'DIFFERS'})")
                 bad += not same
+                for br, w in SR_TILES:  # rows_sr tiles other than the config's (blocks per program, warps)
+                    ts = event_time(lambda: quantize_packed(xi, scheme, BM=br, num_warps=w, **pk), iters)
+                    kern += f"; BR={br} w={w} {ts * 1e3:.3f} ms"
         ok = check_slice(xi, scheme, kw)
         bad += not ok
         rows.append((f"quantize {label}", q.backend, t, f"{bw / (2 * x.numel() * x.element_size() / t_copy):.0%}",
