@@ -8,9 +8,10 @@ max of sign-cleared bit patterns, E8M0 exponents, UE4M3 rounding, 2^e) are integ
 on the float32 patterns.
 
 Sections: loads and amaxes; block scales (E8M0 and UE4M3 on amax bit patterns); element
-codes -- the exact E2M1 encoder, the table encoder of every element and rounding, the fast
-E2M1 encoder on the FP32 pipe, the MX encoder on bf16x2 words; scale stores and the cuBLAS
-layout; random bits. Helpers marked *GPU only* are inline PTX (the interpreter has none): the
+codes -- the exact E2M1 encoder, the table encoder of every element and rounding, the
+integer SR encoder of E2M1 / E1M2 / INT4 (``rows_sr``: :func:`_sr_index`, and its FP32-pipe
+twin), the fast E2M1 encoder on the FP32 pipe, the MX encoder on bf16x2 words; scale stores
+and the cuBLAS layout; random bits. Helpers marked *GPU only* are inline PTX (the interpreter has none): the
 launchers take them only where :func:`..capability.gpu_features` says the device has them,
 and each has an integer twin they are tested against.
 

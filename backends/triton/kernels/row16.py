@@ -13,7 +13,9 @@ bf16 RNE (or nothing for float32). :func:`_fwht16` is the spec's butterfly opera
 operation (a dot or a reduction would leave the order to the compiler). No multiply feeds an
 add in it, so FMA contraction cannot change a rounding.
 
-Code words: :func:`_word16` (the exact or table encoder of every element and rounding) and
+Code words: :func:`_word16` (the exact or table encoder of every element and rounding),
+:func:`_word16_sr` (stochastic rounding by the integer encoder of :mod:`.primitives`, the
+random integers read or drawn per group of four) and
 :func:`_word16_fast` (the fast E2M1 encoder of :mod:`.primitives`: per value three fused
 multiply-adds -- MX folds its power-of-two multiplier into them --, a 3-input and a 2-input
 integer min, the sign bit, and one multiply-add that places the code in its nibble). The

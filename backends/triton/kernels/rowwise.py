@@ -10,7 +10,9 @@ nibble) with no data exchange between threads. The same group numbering is Philo
 (one Philox4x32-10 call gives the four random words of a group). ``rows_bf16`` (bf16, E2M1,
 RNE, 1 x 16 / 1 x 32 blocks, plain scales: the default where it applies) reads a block as
 int32 words of two bf16 values with 16-byte loads and runs the fast E2M1 encoder of
-:mod:`.primitives` on the FP32 pipe.
+:mod:`.primitives` on the FP32 pipe. ``rows_sr`` (SR of E2M1, E1M2 and INT4 in 1 x 16 / 1 x 32
+blocks: the default for those) holds a block in registers as rows of 16 (:mod:`.row16`) and
+draws one Philox call per group of four, the counter the group's number, as ``rows`` does.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .primitives import (_absmax4, _absmax16, _amax2, _bf16_group, _block_scale, _block_scale_f32, _code, _e2m1_rne, _load_group,
-                         _max_nan, _mult_b, _needs_exact, _pow2, _rbits4, _store_scales, _ue4m3_value, _unpack,
-                         _word_codes, _word_codes_exact)
+from .primitives import (_absmax4, _absmax16, _amax2, _bf16_group, _block_scale, _block_scale_f32, _code, _e2m1_rne,
+                         _load_group, _max_nan, _mult_b, _needs_exact, _pow2, _rbits4, _store_scales, _ue4m3_value,
+                         _unpack, _word_codes, _word_codes_exact)
 from .row16 import _rows16_any, _word16_sr
 
 
@@ -184,8 +186,9 @@ def quantize_rows_sr_kernel(x_ptr, q_ptr, s_ptr, r_ptr, ts_ptr, NBLK, NSC, CPAD,
     one 16-byte load) or one Philox call at the group's counter (SR 2; the
     ``draw_rbits(method="philox")`` stream) -- and the integer SR encoder
     (:func:`.primitives._sr_index`; FP32_PIPE, GPU only: :func:`.primitives._sr_index_fp32`)
-    for E2M1, E1M2 and INT4; one 8-byte store of codes per
-    16 values. x_ptr: int64 words of four bf16, or float32 / float16 elements."""
+    for E2M1, E1M2 and INT4, without the per-element NaN test in programs that cannot have a
+    NaN product; one 8-byte store of codes per 16 values. x_ptr: int64 words of four bf16,
+    or float32 / float16 elements."""
     G: tl.constexpr = K // 4
     pid = tl.program_id(0)
     blk = pid.to(tl.int64) * BR + tl.arange(0, BR)
