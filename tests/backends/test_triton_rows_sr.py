@@ -333,7 +333,8 @@ def test_default_variant_takes_sr(backend, monkeypatch):
     xt = _dev(x, torch.bfloat16, dev)
     for scheme, kw in (("nvfp4", {}), ("nvfp4", {"rht": "te", "seed": 1, "rounding": "sr"}),
                        ("mxfp4:block_size=64", {"seed": 1, "rounding": "sr"}),
-                       ("nvfp4_2d", {"rbits": rb, "rounding": "sr"}), ("nvfp4", {"seed": 1, "rounding": "sr", "axis": 0})):
+                       ("nvfp4_2d", {"rbits": rb, "rounding": "sr"}), ("nvfp4", {"seed": 1, "rounding": "sr", "axis": 0}),
+                       ("mxfp6_e3m2", {"seed": 1, "rounding": "sr"})):
         ran.clear()
         sch = fp4spec.backends.base.resolve_scheme(scheme)
         quantize_packed(xt, sch, **kw)
