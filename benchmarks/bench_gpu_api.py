@@ -35,6 +35,7 @@ from gpu_timing import copy_baseline, event_time, log
 
 import fp4spec
 from fp4spec.backends.triton import DEFAULT_CONFIG, quantize_packed
+from fp4spec.backends.triton.launch import SR_ELEMENTS
 
 QUANT = [  # (label, scheme, kwargs)
     ("mxfp4", "mxfp4", {}),
@@ -106,7 +107,9 @@ def bench_quant(x, iters, t_copy, rows):
             pk = {k: v for k, v in kw.items() if k in ("axis", "rounding", "seed", "rbits")}
             tk = event_time(lambda: quantize_packed(xi, scheme, **pk), iters)
             kern = f"{tk * 1e3:.3f} ms ({t / tk:.2f}x)"
-            if kw.get("rounding") == "sr":  # the generic kernel SR ran on before rows_sr; its FP32-pipe encoder
+            rows_sr = (kw.get("rounding") == "sr" and kw.get("axis", -1) == -1
+                       and fp4spec.get_scheme(scheme).element.name in SR_ELEMENTS)
+            if rows_sr:  # the generic kernel SR ran on before rows_sr; its FP32-pipe encoder
                 tg = event_time(lambda: quantize_packed(xi, scheme, variant="rows", **pk), iters)
                 fp = replace(DEFAULT_CONFIG, rows_sr_fp32_pipe=True)
                 tf = event_time(lambda: quantize_packed(xi, scheme, config=fp, **pk), iters)
