@@ -63,6 +63,32 @@ def sr_index_model(a, r, sr_bits, elem):
     return c
 
 
+def _rd32(v):
+    """float64 v rounded down to float32 (directed rounding toward -inf)."""
+    f = np.asarray(v, np.float64).astype(F32)
+    return np.where(f.astype(np.float64) > v, np.nextafter(f, F32(-np.inf)), f)
+
+
+def sr_index_fp32_model(a, r, sr_bits, elem):
+    """primitives._sr_index_fp32 in numpy: per grid bits(RD(RD(a' / step + rho1) + magic)).
+    The float64 sums are exact where they matter: a' / step + rho1 is exact for a' / step
+    >= 2^-26 (at most 56 - 3 bits), and below that both roundings give rho1; t + magic is
+    exact (t < 16, magic < 2^24)."""
+    e2m1, step = trl.SR_ELEMENTS[elem]
+    top = F32(fp4spec.get_format(elem).max)
+    a = np.abs(np.asarray(a, F32))
+    ap = np.where(a < top, a, top).astype(np.float64)
+    rho1 = ((np.asarray(r, np.int64) << (23 - sr_bits)) | 0x3F800000).astype(np.int32).view(F32).astype(np.float64)
+
+    def grid(inv_step, first):
+        t = _rd32(ap * inv_step + rho1).astype(np.float64)
+        return _rd32(t + (2.0 ** 23 - 1 + first)).view(np.int32).astype(np.int64) - 0x4B000000
+
+    if e2m1:
+        return np.minimum(np.minimum(grid(2.0, 0), grid(1.0, 2)), grid(0.5, 4))
+    return grid(1.0 / step, 0)
+
+
 def emulator_index(a, r, sr_bits, elem):
     codes = fp4spec.encode(np.abs(np.asarray(a, F32)), elem, "sr", rbits=np.asarray(r, np.uint32), sr_bits=sr_bits)
     return codes.astype(np.int64) & 7
@@ -97,6 +123,21 @@ def test_sr_encoder_model_equals_emulator(elem, sr_bits):
     for r in (0, 1, top >> 1, (top + 1) >> 1, max(top - 1, 0), top, None):
         rr = rng.integers(0, top + 1, a.shape) if r is None else np.full(a.shape, r)
         np.testing.assert_array_equal(sr_index_model(a, rr, sr_bits, elem), emulator_index(a, rr, sr_bits, elem),
+                                      err_msg=f"{elem} sr_bits={sr_bits} r={r}")
+
+
+@pytest.mark.parametrize("elem", ["e2m1", "e1m2", "int4_sym"])
+@pytest.mark.parametrize("sr_bits", [1, 2, 8, 12, 16, 22, 23])
+def test_fp32_pipe_encoder_model_equals_emulator(elem, sr_bits):
+    """The FP32-pipe encoder's steps (directed-rounding fma and add, emulated) equal the
+    emulator at every decision point: its arithmetic checked on the CPU; the GPU tests check
+    the PTX against the integer encoder."""
+    a = decision_points(elem, sr_bits)
+    top = (1 << sr_bits) - 1
+    rng = np.random.default_rng(sr_bits)
+    for r in (0, 1, top >> 1, (top + 1) >> 1, max(top - 1, 0), top, None):
+        rr = rng.integers(0, top + 1, a.shape) if r is None else np.full(a.shape, r)
+        np.testing.assert_array_equal(sr_index_fp32_model(a, rr, sr_bits, elem), emulator_index(a, rr, sr_bits, elem),
                                       err_msg=f"{elem} sr_bits={sr_bits} r={r}")
 
 
