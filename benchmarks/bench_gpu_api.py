@@ -12,7 +12,9 @@ around the public call (host work included), and prints:
 * ms and the share of a bf16 copy's bandwidth for the bytes the call must move (x read, codes
   and scales written), the copy timed in the same run;
 * for quantize, the time of the kernels alone (``quantize_packed`` on the prepared tensor:
-  the public call's cost over the kernels it launches);
+  the public call's cost over the kernels it launches); for SR also the generic ``rows``
+  kernel's and that of ``rows_sr`` with ``TritonConfig.rows_sr_fp32_pipe`` (checked equal);
+  rows with given bits count their int32 bits as read bytes too;
 * matmul and the fake-quant linear against bf16 ``torch.matmul`` of the same size;
 * torchao's compiled NVFP4 / MXFP4 quantize beside ours when torchao is importable.
 
@@ -25,13 +27,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 
 import torch
 
 from gpu_timing import copy_baseline, event_time, log
 
 import fp4spec
-from fp4spec.backends.triton import quantize_packed
+from fp4spec.backends.triton import DEFAULT_CONFIG, quantize_packed
+from fp4spec.backends.triton.launch import SR_ELEMENTS
 
 QUANT = [  # (label, scheme, kwargs)
     ("mxfp4", "mxfp4", {}),
@@ -58,9 +62,14 @@ QUANT = [  # (label, scheme, kwargs)
     ("hif4 pad=True", "hif4", {"pad": True, "cols": -8}),
     ("nvfp4 sr (given bits)", "nvfp4", {"rounding": "sr"}),
     ("nvfp4 sr (seed: Philox on the device)", "nvfp4", {"rounding": "sr", "seed": 1234}),
+    ("mxfp4 sr (given bits)", "mxfp4", {"rounding": "sr"}),
     ("mxfp4 sr (seed: Philox on the device)", "mxfp4", {"rounding": "sr", "seed": 1234}),
     ("nvfp4 pad=True", "nvfp4", {"pad": True, "cols": -8}),
 ]
+
+
+#: rows_sr tiles timed beside the shipped one (TritonConfig.rows_sr_blocks / rows_sr_warps)
+SR_TILES = [(64, 2), (256, 4), (256, 8)]
 
 
 def out_bytes(q) -> int:
@@ -93,12 +102,29 @@ def bench_quant(x, iters, t_copy, rows):
             log(f"{label}: {type(exc).__name__}: {str(exc)[:120]}")
             continue
         moved = xi.numel() * xi.element_size() + out_bytes(q)
+        if "rbits" in kw:  # given bits are read too (int32 per element)
+            moved += kw["rbits"].numel() * kw["rbits"].element_size()
         bw = moved / t
         kern = ""
-        if q.backend == "triton" and "rht" not in kw and kw.get("rounding") != "sr" and "pad" not in kw:
-            ax = kw.get("axis", -1)
-            tk = event_time(lambda: quantize_packed(xi, scheme, axis=ax), iters)
+        if q.backend == "triton" and "rht" not in kw and "pad" not in kw:
+            pk = {k: v for k, v in kw.items() if k in ("axis", "rounding", "seed", "rbits")}
+            tk = event_time(lambda: quantize_packed(xi, scheme, **pk), iters)
             kern = f"{tk * 1e3:.3f} ms ({t / tk:.2f}x)"
+            rows_sr = (kw.get("rounding") == "sr" and kw.get("axis", -1) == -1
+                       and fp4spec.get_scheme(scheme).element.name in SR_ELEMENTS)
+            if rows_sr:  # the generic kernel SR ran on before rows_sr; its FP32-pipe encoder
+                tg = event_time(lambda: quantize_packed(xi, scheme, variant="rows", **pk), iters)
+                fp = replace(DEFAULT_CONFIG, rows_sr_fp32_pipe=True)
+                tf = event_time(lambda: quantize_packed(xi, scheme, config=fp, **pk), iters)
+                same = all(torch.equal(a, b) for a, b in zip(quantize_packed(xi, scheme, config=fp, **pk).values(),
+                                                            quantize_packed(xi, scheme, **pk).values())
+                           if isinstance(a, torch.Tensor))
+                kern += (f"; generic rows {tg * 1e3:.3f} ms; rows_sr_fp32_pipe {tf * 1e3:.3f} ms"
+                         f" ({'same bits' if same else 'DIFFERS'})")
+                bad += not same
+                for br, w in SR_TILES:  # rows_sr tiles other than the config's (blocks per program, warps)
+                    ts = event_time(lambda: quantize_packed(xi, scheme, BM=br, num_warps=w, **pk), iters)
+                    kern += f"; BR={br} w={w} {ts * 1e3:.3f} ms"
         ok = check_slice(xi, scheme, kw)
         bad += not ok
         rows.append((f"quantize {label}", q.backend, t, f"{bw / (2 * x.numel() * x.element_size() / t_copy):.0%}",

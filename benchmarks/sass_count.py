@@ -5,7 +5,7 @@ sm_90) with the JIT's ``tt.divisibility=16`` on pointers and sizes, then triton'
 branch that tiles rarely take is counted too; ``--no-fallback`` variants are listed where
 they exist).
 
-    python benchmarks/sass_count.py [--only rows_rht,cols,rows_bf16,rows] [--ops] [--loop]
+    python benchmarks/sass_count.py [--only rows_rht,cols,rows_bf16,rows_sr,rows] [--ops] [--loop]
 
 Prints, per kernel: registers, spills, SASS instructions per element, the ALU-pipe
 (integer/logic) and FMA-pipe shares per element, compile seconds.
@@ -100,6 +100,8 @@ SIG_COLS = dict(x_ptr="*i16", q_ptr="*i64", s_ptr="*i32", r_ptr="*fp32", thr_ptr
 SIG_MMA = dict(x_ptr="*i16", x_desc="*i16", w_ptr="*i16", t_ptr="*i16", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NELEM="i32",
                NBLK="i32", NTILES="i32", half="fp32", quarter="fp32")
 SIG_TB = dict(x_ptr="*i32", q_ptr="*i32", s_ptr="*u8", ts_ptr="*fp32", NBLK="i32")
+SIG_SR = dict(x_ptr="*i64", q_ptr="*i64", s_ptr="*u8", r_ptr="*i32", ts_ptr="*fp32", NBLK="i32", NSC="i32",
+              CPAD="i32", seed="i32")
 
 
 def _rht(signs=-1, cvt=1):
@@ -172,6 +174,19 @@ def configs():
                         SIG_TB, c, w, br * K / (32 * w)))
         c = dict(BR=512, K=K, FAST=True, SR=0, SR_BITS=8, IN_BF16=True, CUBLAS=False, **SCHEME[spec], **ELEM)
         out.append((f"rows {spec}", rowwise.quantize_rows_kernel, SIG_ROWS, c, 8, 512 * K / 256))
+        # stochastic rounding: rows_sr (the default; the integer or the FP32-pipe encoder) and rows
+        for sr, tag in ((2, "seed"), (1, "bits")):
+            br, w = CFG.rows_sr_blocks, CFG.rows_sr_warps
+            for fp in (False, True):
+                c = dict(BR=br, K=K, SR=sr, SR_BITS=8, IN_BF16=True, CUBLAS=False, E2M1=True, SR_MAX=6.0,
+                         SR_SCALE=512.0, HALF_STEP=True, FP32_PIPE=fp, INT4=False, NEGZERO=True,
+                         ZERO_POS=not SCHEME[spec]["MX"], **SCHEME[spec])
+                out.append((f"rows_sr {spec} sr {tag}" + (" fp32 pipe" if fp else ""), rowwise.quantize_rows_sr_kernel,
+                            SIG_SR, c, w, br * K / (32 * w)))
+            c = dict(BR=512, K=K, FAST=False, SR=sr, SR_BITS=8, IN_BF16=True, CUBLAS=False, **SCHEME[spec],
+                     **{**ELEM, "NTHR": 8})
+            out.append((f"rows {spec} sr {tag}", rowwise.quantize_rows_kernel,
+                        {**SIG_ROWS, "r_ptr": "*i32" if sr == 1 else "*fp32"}, c, 8, 512 * K / 256))
     return out
 
 

@@ -32,9 +32,14 @@ def _frozen(d) -> Mapping:
 class TritonConfig:
     """How the triton kernels run (see the module docstring). Fields:
 
-    Rowwise (``quantize_packed`` variants ``rows_bf16``, ``rows``, ``rows_split``):
+    Rowwise (``quantize_packed`` variants ``rows_bf16``, ``rows_sr``, ``rows``, ``rows_split``):
         rows_bf16_blocks, rows_bf16_warps: the default rowwise kernel (bf16, E2M1, 1 x 16 /
             1 x 32 blocks, RNE, plain scales).
+        rows_sr_blocks, rows_sr_warps: the default rowwise SR kernel (E2M1, E1M2, INT4,
+            1 x 16 / 1 x 32 blocks; not tuned on a GPU yet).
+        rows_sr_fp32_pipe: its SR encoder by directed-rounding fma / add on the FP32 pipe
+            (GPU only, sr_bits <= 23) instead of a conversion and integer shifts and adds;
+            off until timed on the H200 (both are exact: tests/backends/test_triton_rows_sr.py).
         rows_mx, rows_two_level: (variant, blocks, warps) of the other rowwise requests of MX
             and two-level schemes; the variant ``"rows_split"`` applies to bf16 E2M1 RNE only,
             other requests take ``"rows"`` with the same tile.
@@ -99,6 +104,9 @@ class TritonConfig:
 
     rows_bf16_blocks: int = 128
     rows_bf16_warps: int = 4
+    rows_sr_blocks: int = 128
+    rows_sr_warps: int = 4
+    rows_sr_fp32_pipe: bool = False
     rows_mx: tuple = ("rows_split", 256, 8)
     rows_two_level: tuple = ("rows", 512, 8)
     rows_wide: tuple = (128, 4)
@@ -176,7 +184,7 @@ class TritonConfig:
             raise ValueError(f"rht_bf16_cvt: {self.rht_bf16_cvt!r} is not None, 0, 1 or 2")
         if self.mma_rows % 16 or self.mma_rows & (self.mma_rows - 1):
             raise ValueError(f"mma_rows: {self.mma_rows} is not a power of two >= 16")
-        for name in ("rows_bf16_blocks", "rows_bf16_warps", "cols_tile_columns", "cols_tile_warps", "cols_tile_bands",
+        for name in ("rows_bf16_blocks", "rows_bf16_warps", "rows_sr_blocks", "rows_sr_warps", "cols_tile_columns", "cols_tile_warps", "cols_tile_bands",
                      "tile_rows", "tile_cols", "tile_warps", "dequant_elements", "dequant_warps", "rht_rows_blocks",
                      "rht_rows_warps", "mma_warps", "mma_tma_per_sm", "mma_per_sm", "mma_stages", "gemm_small_macs"):
             _positive(name, (getattr(self, name),))

@@ -211,6 +211,40 @@ def rows(p: Plan, ts, packed, scales, cpad):
         BF16X2=bool(bf16x2), **common, **rflags)
 
 
+#: The elements of ``rows_sr``'s integer SR encoder: name -> (E2M1's three grids, or one
+#: uniform grid; its finest step s0).
+SR_ELEMENTS = {"e2m1": (True, 0.5), "e1m2": (False, 0.5), "int4_sym": (False, 1.0)}
+
+
+def sr_flags(sch, sr_bits: int) -> dict:
+    """The constexprs of :func:`.kernels.primitives._sr_index` for a scheme's element:
+    E2M1, SR_MAX (the largest magnitude), SR_SCALE = 2^sr_bits / s0, HALF_STEP (s0 = 1/2)."""
+    e2m1, step = SR_ELEMENTS[sch.element.name]
+    return dict(E2M1=e2m1, SR_MAX=float(sch.max_elem), SR_SCALE=float(2 ** int(sr_bits) / step),
+                HALF_STEP=step == 0.5)
+
+
+def sr_fp32_pipe(cfg: TritonConfig, sr_bits: int) -> bool:
+    """Whether ``rows_sr`` encodes on the FP32 pipe (directed-rounding PTX: not in the
+    interpreter; sr_bits <= 23): config rows_sr_fp32_pipe and hw_instructions."""
+    return bool(cfg.rows_sr_fp32_pipe and cfg.hw_instructions and not interpret() and int(sr_bits) <= 23)
+
+
+def rows_sr(p: Plan, ts, packed, scales, cpad):
+    """``rows_sr``: stochastic rounding, one 1 x 16 / 1 x 32 block per thread, the bits given
+    (int32, x's shape) or drawn by Philox in the kernel."""
+    nblk = p.M * p.N // p.K
+    br = p.BM or p.cfg.rows_sr_blocks
+    rowwise.quantize_rows_sr_kernel[(triton.cdiv(nblk, br),)](
+        p.x2.view(torch.int64) if p.bf16 else p.x2, packed.view(torch.int64), scales,
+        p.rb.reshape(-1) if p.rb is not None else ts, ts, nblk, p.N // p.K, cpad, _seed(p),
+        BR=br, K=p.K, SR=p.sr_mode, SR_BITS=int(p.sr_bits), IN_BF16=p.bf16, CUBLAS=p.scale_layout == "cublas",
+        INT4=p.sch.element.name == "int4_sym", NEGZERO=bool(p.sch.element.has_negative_zero),
+        ZERO_POS=p.sch.structure != "mx" and p.sch.policies["nv_negative_zero"] == "positive",
+        FP32_PIPE=sr_fp32_pipe(p.cfg, p.sr_bits), num_warps=p.num_warps or p.cfg.rows_sr_warps,
+        **scheme_flags(p.sch), **sr_flags(p.sch, p.sr_bits))
+
+
 def rows_split(p: Plan, ts, packed, scales, cpad):
     """``rows_split``: a [blocks, K/4] tile of int64 words (bf16, E2M1, RNE)."""
     nblk = p.M * p.N // p.K
@@ -485,5 +519,5 @@ def rht_apply(x2, M, N, sxm, sxn, rp, config=None):
     return y2
 
 
-__all__ = ["Plan", "as_matrix", "global_amax", "like_matrix", "rht_apply", "rht_global_amax", "rows_bf16_launcher",
-           "hif4_launch", "scheme_flags", "sign_words", "wide_flags"]
+__all__ = ["SR_ELEMENTS", "Plan", "as_matrix", "global_amax", "hif4_launch", "like_matrix", "rht_apply",
+           "rht_global_amax", "rows_bf16_launcher", "scheme_flags", "sign_words", "wide_flags"]

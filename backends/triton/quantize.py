@@ -9,6 +9,9 @@ runs the variant's launcher. :data:`VARIANTS` is the table:
 ========== ===============================================================================
 rows_bf16  rowwise bf16, E2M1 1 x 16 / 1 x 32, RNE, plain scales: one block per thread, the
            fast encoder (the default where it applies)
+rows_sr    rowwise, E2M1 / E1M2 / INT4 1 x 16 / 1 x 32, SR (bits given or drawn by Philox),
+           bf16, float16 or float32: one block per thread, the integer SR encoder (the
+           default where it applies)
 rows       rowwise, 1 x k blocks (k a multiple of 16), any element and rounding; with
            ``rht=`` the butterfly fused (1 x 16 / 1 x 32)
 rows_split rowwise bf16, E2M1, RNE: a block split over a few threads
@@ -64,6 +67,13 @@ def _check_rows_bf16(p: Plan):
     if not (p.rp is None and p.rowwise and p.bf16 and p.fused_shape and p.sch.element.name == "e2m1"
             and p.rounding == "rne" and p.scale_layout == "plain"):
         _no("variant='rows_bf16': rowwise bf16, E2M1 1 x 16 or 1 x 32 blocks, RNE, plain scales, no rht")
+
+
+def _check_rows_sr(p: Plan):
+    if not (p.rp is None and p.rowwise and p.fused_shape and p.sch.element.name in launch.SR_ELEMENTS
+            and p.rounding == "sr"):
+        _no("variant='rows_sr': rowwise SR, 1 x 16 or 1 x 32 blocks of " + ", ".join(launch.SR_ELEMENTS)
+            + " elements, no rht")
 
 
 def _check_rows(p: Plan):
@@ -187,6 +197,7 @@ def _unfused(p: Plan) -> dict:
 #: quantize_packed's variants: name -> (check: raises if the variant cannot run the plan, run).
 VARIANTS = {
     "rows_bf16": (_check_rows_bf16, _kernel(launch.rows_bf16)),
+    "rows_sr": (_check_rows_sr, _kernel(launch.rows_sr)),
     "rows": (_check_rows, _kernel(launch.rows)),
     "rows_split": (_check_rows_split, _kernel(launch.rows_split)),
     "cols": (_check_cols, _kernel(launch.cols)),
@@ -214,11 +225,12 @@ def default_variant(p: Plan) -> str:
         return "unfused" if p.rp is not None else ("rows_wide" if p.rowwise else "cols_wide")
     if p.rp is not None:
         return "rows" if (p.fused_shape and p.rowwise) else ("cols" if (p.fused_shape and p.colwise) else "unfused")
-    try:
-        _check_rows_bf16(p)
-        return "rows_bf16"
-    except NotImplementedError:
-        pass
+    for name, check in (("rows_bf16", _check_rows_bf16), ("rows_sr", _check_rows_sr)):
+        try:
+            check(p)
+            return name
+        except NotImplementedError:
+            pass
     if p.fast_shape and p.rowwise:
         v = p.rows_tile[0]
         return v if (v == "rows" or (p.bf16 and p.fast)) else "rows"

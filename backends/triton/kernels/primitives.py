@@ -8,9 +8,10 @@ max of sign-cleared bit patterns, E8M0 exponents, UE4M3 rounding, 2^e) are integ
 on the float32 patterns.
 
 Sections: loads and amaxes; block scales (E8M0 and UE4M3 on amax bit patterns); element
-codes -- the exact E2M1 encoder, the table encoder of every element and rounding, the fast
-E2M1 encoder on the FP32 pipe, the MX encoder on bf16x2 words; scale stores and the cuBLAS
-layout; random bits. Helpers marked *GPU only* are inline PTX (the interpreter has none): the
+codes -- the exact E2M1 encoder, the table encoder of every element and rounding, the
+integer SR encoder of E2M1 / E1M2 / INT4 (``rows_sr``: :func:`_sr_index`, and its FP32-pipe
+twin), the fast E2M1 encoder on the FP32 pipe, the MX encoder on bf16x2 words; scale stores
+and the cuBLAS layout; random bits. Helpers marked *GPU only* are inline PTX (the interpreter has none): the
 launchers take them only where :func:`..capability.gpu_features` says the device has them,
 and each has an integer twin they are tested against.
 
@@ -327,7 +328,16 @@ def _element_codes(y, r, thr_ptr, dthr_ptr, mags_ptr, sr_scale, NTHR: tl.constex
     else:
         for i in tl.static_range(NTHR):
             idx += (a >= tl.load(thr_ptr + i)).to(tl.int32)
-    idx = tl.minimum(idx, NTHR - 1)
+    return _signed_code(y, tl.minimum(idx, NTHR - 1), INT4, NEGZERO, ZERO_POS)
+
+
+@triton.jit
+def _signed_code(y, idx, INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
+                 NAN_CHECK: tl.constexpr = True):
+    """The code of scaled float32 y whose magnitude rounds to index idx (0..7): the sign of
+    y (ZERO_POS: y < 0, so -0 is +0; else its sign bit) as two's complement (INT4) or a
+    sign bit (bit 3; without NEGZERO not for index 0); NaN -> 0 (without NAN_CHECK: the
+    caller knows no y is NaN)."""
     if ZERO_POS:
         neg = y < 0.0
     else:
@@ -339,7 +349,91 @@ def _element_codes(y, r, thr_ptr, dthr_ptr, mags_ptr, sr_scale, NTHR: tl.constex
             code = tl.where(neg, idx | 8, idx)
         else:
             code = tl.where(neg & (idx != 0), idx | 8, idx)
-    return tl.where(y != y, 0, code)
+    if NAN_CHECK:
+        code = tl.where(y != y, 0, code)
+    return code
+
+
+@triton.jit
+def _sr_index(a, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr, SR_SCALE: tl.constexpr):
+    """Stochastic rounding of magnitudes a = |y| (float32, NaN allowed: its result is
+    discarded) onto the 8 magnitudes of E2M1, or of a uniform grid (E1M2, INT4), with random
+    integers r in [0, 2^SR_BITS) (int32): the magnitude index, by integer operations.
+
+    With the step s and rbits N of fp4spec.rounding (up iff frac * 2^N + r >= 2^N), the
+    index on a uniform grid of step s is floor(a / s + r / 2^N) = (floor(a * 2^N / s) + r)
+    >> N, since r is an integer. So:
+
+    1. a' = min(a, SR_MAX) (NaN -> SR_MAX): above the largest magnitude SR saturates.
+    2. xi = floor(a' * SR_SCALE), SR_SCALE = 2^N / s0 with s0 the finest step (0.5 for E2M1
+       and E1M2, 1 for INT4): exact (a power-of-two product below 2^28, a truncating
+       conversion).
+    3. c = (xi + r) >> N, the index on the grid of step s0 (E1M2, INT4: the answer).
+    4. E2M1 (steps 1/2, 1, 2 on [0, 2), [2, 4), [4, 6]): also c2 = ((xi >> 1) + r) >> N + 2
+       and c3 = ((xi >> 2) + r) >> N + 4 (floor(floor(v) / 2) = floor(v / 2)); each is the
+       right index on its binade and never below it elsewhere, so the index is
+       min(c, c2, c3) -- as for the fast RNE encoder."""
+    xi = (tl.where(a < SR_MAX, a, SR_MAX) * SR_SCALE).to(tl.int32)
+    c = (xi + r) >> SR_BITS
+    if E2M1:
+        c2 = (((xi >> 1) + r) >> SR_BITS) + 2
+        c3 = (((xi >> 2) + r) >> SR_BITS) + 4
+        c = tl.minimum(c, tl.minimum(c2, c3))
+    return c
+
+
+def _rd_floor_asm(mult: str, magic: str) -> str:
+    return f"{{ .reg .f32 t; fma.rm.f32 t, $1, {mult}, $2; add.rm.f32 $0, t, {magic}; }}"
+
+
+#: :func:`_rd_floor`'s PTX per grid: (1 / step, 2^23 - 1 + the grid's first index) as float32
+#: immediates -- step 1/2 from index 0, step 1 from 0, step 1 from 2, step 2 from 4.
+_RD_HALF = tl.constexpr(_rd_floor_asm("0f40000000", "0f4AFFFFFE"))
+_RD_ONE = tl.constexpr(_rd_floor_asm("0f3F800000", "0f4AFFFFFE"))
+_RD_ONE_2 = tl.constexpr(_rd_floor_asm("0f3F800000", "0f4B000001"))
+_RD_TWO_4 = tl.constexpr(_rd_floor_asm("0f3F000000", "0f4B000003"))
+
+
+@triton.jit
+def _rd_floor(a, rho1, ASM: tl.constexpr):
+    """bits(RD(RD(a / step + rho1) + 2^23 - 1 + i0)) for one grid of :data:`_RD_HALF` ...:
+    0x4B000000 + i0 + floor(a / step + rho) where rho1 = 1 + rho (GPU only: directed
+    rounding). RD keeps the floor (the integer below is a float32 at these magnitudes), and
+    RD onto the integers of [2^23, 2^24) is the floor."""
+    return tl.inline_asm_elementwise(ASM, "=r,f,f", [a, rho1], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _sr_index_fp32(a, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr, HALF_STEP: tl.constexpr):
+    """:func:`_sr_index` on the FP32 pipe (GPU only; SR_BITS <= 23): with rho = r / 2^N held
+    exactly as rho1 = 1 + rho (r's bits in the mantissa: one shift-or), the index on a grid
+    of step s from i0 is floor(a / s + rho) + i0, by one fma and one add rounding down
+    (:func:`_rd_floor`), in place of a conversion and integer shifts and adds. Equal to
+    :func:`_sr_index` (the GPU tests: every bf16 value, the decision points, every sr_bits)."""
+    ap = tl.where(a < SR_MAX, a, SR_MAX)
+    rho1 = ((r << (23 - SR_BITS)) | 0x3F800000).to(tl.float32, bitcast=True)
+    if E2M1:
+        u = tl.minimum(tl.minimum(_rd_floor(ap, rho1, _RD_HALF), _rd_floor(ap, rho1, _RD_ONE_2)),
+                       _rd_floor(ap, rho1, _RD_TWO_4))
+    elif HALF_STEP:
+        u = _rd_floor(ap, rho1, _RD_HALF)
+    else:
+        u = _rd_floor(ap, rho1, _RD_ONE)
+    return u - 0x4B000000
+
+
+@triton.jit
+def _sr_code(y, r, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr, SR_SCALE: tl.constexpr,
+             INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, FP32_PIPE: tl.constexpr = False,
+             HALF_STEP: tl.constexpr = True, NAN_CHECK: tl.constexpr = True):
+    """The SR code of scaled float32 y with random integer r (int32): :func:`_sr_index` (or
+    FP32_PIPE, GPU only: :func:`_sr_index_fp32`) of |y|, signed by :func:`_signed_code`
+    (what :func:`_element_codes` gives with SR; NAN_CHECK as there)."""
+    if FP32_PIPE:
+        idx = _sr_index_fp32(tl.abs(y), r, SR_BITS, E2M1, SR_MAX, HALF_STEP)
+    else:
+        idx = _sr_index(tl.abs(y), r, SR_BITS, E2M1, SR_MAX, SR_SCALE)
+    return _signed_code(y, idx, INT4, NEGZERO, ZERO_POS, NAN_CHECK)
 
 
 @triton.jit
@@ -600,6 +694,17 @@ def _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS: tl.constexpr):
     else:
         off = blk
     tl.store(s_ptr + off, scode.to(tl.uint8), mask=mask)
+
+
+@triton.jit
+def _philox_bits4(seed, g, SR_BITS: tl.constexpr):
+    """The random integers (int32 in [0, 2^SR_BITS)) of the four elements of group g (int64):
+    the top SR_BITS bits of the four words of Philox4x32-10 at counter g (tl.randint4x), as
+    fp4spec.philox defines them."""
+    u0, u1, u2, u3 = tl.randint4x(seed, g)
+    s: tl.constexpr = 32 - SR_BITS
+    return ((u0.to(tl.uint32) >> s).to(tl.int32), (u1.to(tl.uint32) >> s).to(tl.int32),
+            (u2.to(tl.uint32) >> s).to(tl.int32), (u3.to(tl.uint32) >> s).to(tl.int32))
 
 
 @triton.jit

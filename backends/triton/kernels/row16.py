@@ -13,7 +13,9 @@ bf16 RNE (or nothing for float32). :func:`_fwht16` is the spec's butterfly opera
 operation (a dot or a reduction would leave the order to the compiler). No multiply feeds an
 add in it, so FMA contraction cannot change a rounding.
 
-Code words: :func:`_word16` (the exact or table encoder of every element and rounding) and
+Code words: :func:`_word16` (the exact or table encoder of every element and rounding),
+:func:`_word16_sr` (stochastic rounding by the integer encoder of :mod:`.primitives`, the
+random integers read or drawn per group of four) and
 :func:`_word16_fast` (the fast E2M1 encoder of :mod:`.primitives`: per value three fused
 multiply-adds -- MX folds its power-of-two multiplier into them --, a 3-input and a 2-input
 integer min, the sign bit, and one multiply-add that places the code in its nibble). The
@@ -28,7 +30,7 @@ import triton
 import triton.language as tl
 
 from .primitives import (_bf16_group, _bf16x2_pack, _code, _load_f32, _load_group, _mag_scaled, _mag_y,
-                         _max_u16x2, _mx_codes_bf16x2, _unpack)
+                         _max_u16x2, _mx_codes_bf16x2, _philox_bits4, _split4, _sr_code, _unpack)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,6 +141,32 @@ def _rows16_vec(x_ptr, blk, h, mask, G: tl.constexpr, RHT: tl.constexpr, SIGNS: 
                        0 if SIGNS == -1 else SIGNS, sgn, OUT_BF16, BF16_CVT)
     else:
         return x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15
+
+
+@triton.jit
+def _load4_vec(ptr, g, mask):
+    """The four elements of group g (elements 4g..4g+3, one vector per block) of a contiguous
+    tensor of 4-byte or 2-byte elements, by one 16- or 8-byte load per thread."""
+    t = tl.load(ptr + (g * 4)[:, None] + tl.arange(0, 4)[None, :], mask=mask[:, None], other=0)
+    return _split4(t)
+
+
+@triton.jit
+def _rows16_any(x_ptr, blk, h, mask, G: tl.constexpr, IN_BF16: tl.constexpr):
+    """The 16 float32 values of row h of 16 of each block blk (G groups a block): bf16 as
+    int64 words (:func:`_rows16_vec`), float32 or float16 by 16- or 8-byte loads of groups."""
+    if IN_BF16:
+        return _rows16_vec(x_ptr, blk, h, mask, G, False, 0, 0, False, 0)
+    else:
+        g = blk * G + h * 4
+        x0, x1, x2, x3 = _load4_vec(x_ptr, g, mask)
+        x4, x5, x6, x7 = _load4_vec(x_ptr, g + 1, mask)
+        x8, x9, x10, x11 = _load4_vec(x_ptr, g + 2, mask)
+        x12, x13, x14, x15 = _load4_vec(x_ptr, g + 3, mask)
+        return (x0.to(tl.float32), x1.to(tl.float32), x2.to(tl.float32), x3.to(tl.float32),
+                x4.to(tl.float32), x5.to(tl.float32), x6.to(tl.float32), x7.to(tl.float32),
+                x8.to(tl.float32), x9.to(tl.float32), x10.to(tl.float32), x11.to(tl.float32),
+                x12.to(tl.float32), x13.to(tl.float32), x14.to(tl.float32), x15.to(tl.float32))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,6 +339,51 @@ def _word16(y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15
     if FAST and not MX:
         lo = tl.where(nan_scale, 0, lo)
         hi = tl.where(nan_scale, 0, hi)
+    return lo.to(tl.uint32).to(tl.int64) | (hi.to(tl.int64) << 32)
+
+
+@triton.jit
+def _sr_half4(y0, y1, y2, y3, r_ptr, seed, g, mask, mult, SR: tl.constexpr, SR_BITS: tl.constexpr,
+              E2M1: tl.constexpr, SR_MAX: tl.constexpr, SR_SCALE: tl.constexpr, INT4: tl.constexpr,
+              NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr, FP32_PIPE: tl.constexpr, HALF_STEP: tl.constexpr,
+              NAN_CHECK: tl.constexpr):
+    """int32 of the 4 SR codes of y_i * mult (group g, first in the lowest nibble): the random
+    integers read from r_ptr (SR 1: int32, one 16-byte load) or drawn (SR 2: one Philox call,
+    all four words used)."""
+    if SR == 1:
+        r0, r1, r2, r3 = _load4_vec(r_ptr, g, mask)
+    else:
+        r0, r1, r2, r3 = _philox_bits4(seed, g, SR_BITS)
+    c0 = _sr_code(y0 * mult, r0, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
+                  HALF_STEP, NAN_CHECK)
+    c1 = _sr_code(y1 * mult, r1, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
+                  HALF_STEP, NAN_CHECK)
+    c2 = _sr_code(y2 * mult, r2, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
+                  HALF_STEP, NAN_CHECK)
+    c3 = _sr_code(y3 * mult, r3, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
+                  HALF_STEP, NAN_CHECK)
+    return _pack_nibbles(c0, c1, c2, c3)
+
+
+@triton.jit
+def _word16_sr(y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11, y12, y13, y14, y15, r_ptr, seed, g, mask, mult,
+               SR: tl.constexpr, SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr,
+               SR_SCALE: tl.constexpr, INT4: tl.constexpr, NEGZERO: tl.constexpr, ZERO_POS: tl.constexpr,
+               FP32_PIPE: tl.constexpr = False, HALF_STEP: tl.constexpr = True, NAN_CHECK: tl.constexpr = True):
+    """As :func:`_word16` with SR by the integer encoder (:func:`.primitives._sr_code`): the
+    int64 word of the 16 codes of y_i * mult, the values of groups g..g+3 (int64, the Philox
+    counters); the bits are read or drawn one group at a time. NAN_CHECK False: no y_i * mult
+    is NaN (the caller checked the multipliers)."""
+    q0 = _sr_half4(y0, y1, y2, y3, r_ptr, seed, g, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO,
+                   ZERO_POS, FP32_PIPE, HALF_STEP, NAN_CHECK)
+    q1 = _sr_half4(y4, y5, y6, y7, r_ptr, seed, g + 1, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4,
+                   NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP, NAN_CHECK)
+    q2 = _sr_half4(y8, y9, y10, y11, r_ptr, seed, g + 2, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4,
+                   NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP, NAN_CHECK)
+    q3 = _sr_half4(y12, y13, y14, y15, r_ptr, seed, g + 3, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4,
+                   NEGZERO, ZERO_POS, FP32_PIPE, HALF_STEP, NAN_CHECK)
+    lo = q0 | (q1 << 16)
+    hi = q2 | (q3 << 16)
     return lo.to(tl.uint32).to(tl.int64) | (hi.to(tl.int64) << 32)
 
 

@@ -10,7 +10,9 @@ nibble) with no data exchange between threads. The same group numbering is Philo
 (one Philox4x32-10 call gives the four random words of a group). ``rows_bf16`` (bf16, E2M1,
 RNE, 1 x 16 / 1 x 32 blocks, plain scales: the default where it applies) reads a block as
 int32 words of two bf16 values with 16-byte loads and runs the fast E2M1 encoder of
-:mod:`.primitives` on the FP32 pipe.
+:mod:`.primitives` on the FP32 pipe. ``rows_sr`` (SR of E2M1, E1M2 and INT4 in 1 x 16 / 1 x 32
+blocks: the default for those) holds a block in registers as rows of 16 (:mod:`.row16`) and
+draws one Philox call per group of four, the counter the group's number, as ``rows`` does.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .primitives import (_absmax4, _amax2, _bf16_group, _block_scale, _block_scale_f32, _code, _e2m1_rne, _load_group,
-                         _max_nan, _mult_b, _needs_exact, _pow2, _rbits4, _store_scales, _ue4m3_value, _unpack,
-                         _word_codes, _word_codes_exact)
+from .primitives import (_absmax4, _absmax16, _amax2, _bf16_group, _block_scale, _block_scale_f32, _code, _e2m1_rne,
+                         _load_group, _max_nan, _mult_b, _needs_exact, _pow2, _rbits4, _store_scales, _ue4m3_value,
+                         _unpack, _word_codes, _word_codes_exact)
+from .row16 import _rows16_any, _word16_sr
 
 
 @triton.jit
@@ -166,6 +169,59 @@ def quantize_rows_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr
                 else:
                     word = word | (half.to(tl.uint32).to(tl.int64) << 32)
         tl.store(q_ptr + blk * (K // 16) + h, word, mask=mask)
+    _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
+
+
+@triton.jit
+def quantize_rows_sr_kernel(x_ptr, q_ptr, s_ptr, r_ptr, ts_ptr, NBLK, NSC, CPAD, seed,
+                            BR: tl.constexpr, K: tl.constexpr, MX: tl.constexpr, RULE: tl.constexpr,
+                            EMAX: tl.constexpr, NAN_INF: tl.constexpr, SCALING: tl.constexpr, SR: tl.constexpr,
+                            SR_BITS: tl.constexpr, E2M1: tl.constexpr, SR_MAX: tl.constexpr,
+                            SR_SCALE: tl.constexpr, INT4: tl.constexpr, NEGZERO: tl.constexpr,
+                            ZERO_POS: tl.constexpr, IN_BF16: tl.constexpr, CUBLAS: tl.constexpr,
+                            FP32_PIPE: tl.constexpr = False, HALF_STEP: tl.constexpr = True):
+    """Variant ``rows_sr``: stochastic rounding of BR consecutive 1 x K blocks (K = 16 or 32)
+    of a contiguous tensor, one block per thread, the K values held in registers (one read):
+    amax, scale, then per group of four the random integers -- given (SR 1: int32 at r_ptr,
+    one 16-byte load) or one Philox call at the group's counter (SR 2; the
+    ``draw_rbits(method="philox")`` stream) -- and the integer SR encoder
+    (:func:`.primitives._sr_index`; FP32_PIPE, GPU only: :func:`.primitives._sr_index_fp32`)
+    for E2M1, E1M2 and INT4, without the per-element NaN test in programs that cannot have a
+    NaN product; one 8-byte store of codes per 16 values. x_ptr: int64 words of four bf16,
+    or float32 / float16 elements."""
+    G: tl.constexpr = K // 4
+    pid = tl.program_id(0)
+    blk = pid.to(tl.int64) * BR + tl.arange(0, BR)
+    mask = blk < NBLK
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = _rows16_any(x_ptr, blk, 0, mask, G, IN_BF16)
+    vm = _absmax16(tl.zeros((BR,), tl.float32), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+    if K == 32:
+        b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15 = _rows16_any(x_ptr, blk, 1, mask, G,
+                                                                                          IN_BF16)
+        vm = _absmax16(vm, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
+    scode, mult, nan_scale = _block_scale_f32(vm, ts_ptr, MX, RULE, EMAX, NAN_INF, SCALING)
+    # a NaN product needs a NaN input (its block's multiplier is NaN, or 0 for MX) or a
+    # multiplier of 0 (Inf * 0: MX NaN scales, a given tensor scale whose multipliers
+    # underflow): programs whose multipliers are all positive skip the per-element NaN test
+    if tl.max((~(mult > 0.0)).to(tl.int32), axis=0) != 0:  # rare
+        w0 = _word16_sr(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, r_ptr, seed, blk * G,
+                        mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
+                        HALF_STEP, True)
+        if K == 32:
+            w1 = _word16_sr(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, r_ptr, seed,
+                            blk * G + 4, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS,
+                            FP32_PIPE, HALF_STEP, True)
+    else:
+        w0 = _word16_sr(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, r_ptr, seed, blk * G,
+                        mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS, FP32_PIPE,
+                        HALF_STEP, False)
+        if K == 32:
+            w1 = _word16_sr(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, r_ptr, seed,
+                            blk * G + 4, mask, mult, SR, SR_BITS, E2M1, SR_MAX, SR_SCALE, INT4, NEGZERO, ZERO_POS,
+                            FP32_PIPE, HALF_STEP, False)
+    tl.store(q_ptr + blk * (K // 16), w0, mask=mask)
+    if K == 32:
+        tl.store(q_ptr + blk * 2 + 1, w1, mask=mask)
     _store_scales(s_ptr, blk, scode, mask, NSC, CPAD, CUBLAS)
 
 
