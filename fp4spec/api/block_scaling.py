@@ -43,7 +43,11 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
             kernel (rowwise, unpadded x, sr_bits <= 24; otherwise, and on other backends, they
             are drawn by :func:`fp4spec.draw_rbits` and passed as rbits): the same codes
             everywhere, and a device run replays on the CPU. (``encode``'s ``seed`` draws
-            numpy's generator instead.)
+            numpy's generator instead.) For a torch x the seed may also be a one-element
+            int64 tensor on x's device (the integer mod 2^64 in two's complement): the same
+            bits, drawn on the device by torch ops (:mod:`fp4spec.backends.torch_philox`)
+            without reading the seed back to the host; under ``torch.compile`` a new seed
+            value then needs no recompilation.
         sr_bits: random bits per element for ``"sr"`` (default 8, as Blackwell ``cvt.rs``).
         pad: pad the blocked axis (and for tiles the axis before it) with zeros to whole
             blocks instead of raising ValueError.
@@ -99,11 +103,11 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
     steps 1-2's checks, the backend; cached per request) and x goes to the chosen backend's
     ``quantize``, the method ``fp4spec conform --backend`` certifies.
     """
-    if seed is None and not overrides and _compiling(x):
+    if not overrides and _compiling(x):
         from .torch_library import compiled_quantize
 
-        q = compiled_quantize(x, scheme, axis=axis, rounding=rounding, rbits=rbits, sr_bits=sr_bits, pad=pad, rht=rht,
-                              backend=backend)
+        q = compiled_quantize(x, scheme, axis=axis, rounding=rounding, rbits=rbits, seed=seed, sr_bits=sr_bits,
+                              pad=pad, rht=rht, backend=backend)
         if q is not None:
             return q
     return quantize_eager(x, scheme, overrides, axis=axis, rounding=rounding, rbits=rbits, seed=seed, sr_bits=sr_bits,

@@ -24,7 +24,7 @@ def quantize_eager(x, scheme, overrides: dict, *, axis, rounding, rbits, seed, s
                    check_rbits) -> QuantizedTensor:
     """``fp4spec.quantize`` (its docstring's steps): the cached plan, then the backend."""
     if seed is not None:
-        check_seed_request(seed, rbits, rounding)
+        check_seed_request(seed, rbits, rounding, x)
     plan = plan_quantize(x, scheme, overrides, axis=axis, rounding=rounding,
                          rbits_given=rbits is not None or seed is not None, sr_bits=sr_bits, pad=pad, rht=rht,
                          backend=backend)

@@ -190,8 +190,9 @@ def _check_sr_bits(sr_bits) -> None:
         raise ValueError(f"sr_bits: {sr_bits!r} is not an integer in [1, 32]")
 
 
-def check_seed_request(seed, rbits, rounding) -> None:
-    """ValueError unless ``seed`` (given) is an integer in [-2**63, 2**64) for ``rounding="sr"``
+def check_seed_request(seed, rbits, rounding, x=None) -> None:
+    """ValueError unless ``seed`` (given) is an integer in [-2**63, 2**64), or a one-element
+    integer torch tensor on a torch x's device (its value is not read), for ``rounding="sr"``
     without ``rbits``."""
     from fp4spec.philox import check_seed
 
@@ -199,7 +200,16 @@ def check_seed_request(seed, rbits, rounding) -> None:
         raise ValueError("seed: give rbits (explicit bits) or seed (Philox-drawn bits), not both")
     if rounding != "sr":
         raise ValueError(f"seed: only used with rounding='sr', not {rounding!r}")
-    check_seed(seed)
+    if not is_torch(seed):
+        check_seed(seed)
+        return
+    from fp4spec.backends.torch_philox import seed_tensor
+
+    seed_tensor(seed)  # shape and dtype checked
+    if not is_torch(x) or x.device != seed.device:
+        where = x.device if is_torch(x) else "a numpy array"
+        raise ValueError(f"seed: a tensor seed (on {seed.device}) draws the bits on x's device; x is on {where}: "
+                         f"give an int seed or move the seed to x's device")
 
 
 #: The largest sr_bits a backend that draws Philox bits itself (``Backend.draws_philox``) must take.
@@ -250,7 +260,11 @@ class QuantizePlan:
         device = x.device if kind_in == "torch" else None
         kw = {} if self.rht is None else {"rht": self.rht}  # backends without an RHT need not take the keyword
         if seed is not None:
-            if self.draws_seed():
+            if is_torch(seed):  # drawn on x's device from the tensor: no host read of the seed
+                from fp4spec.backends.torch_philox import philox_rbits as device_rbits
+
+                rbits, check_rbits = device_rbits(seed, self.layout.shape, self.sr_bits, device=seed.device), False
+            elif self.draws_seed():
                 kw["seed"] = seed
             else:
                 from fp4spec.philox import philox_rbits

@@ -9,6 +9,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():  # before triton is imported: it reads the variable once
@@ -96,3 +98,89 @@ def test_plan_draws_for_backends_that_do_not():
 def test_seed_errors(kw, match):
     with pytest.raises(ValueError, match=match):
         fp4spec.quantize(np.ones((16, 32), np.float32), "nvfp4", **kw)
+
+
+# -- tensor seeds: the Philox bits drawn by torch ops on x's device (fp4spec.backends.torch_philox) --
+
+SEEDS = [0, 1, 11, 2**32 - 1, 2**32, 2**40 + 5, 2**63 - 1, 2**63, 2**64 - 1, -1, -3, -(2**63)]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_torch_philox_equals_the_numpy_definition(seed):
+    """Every sr_bits the torch draw takes, int and tensor seeds, a length not a multiple of 4."""
+    from fp4spec.backends import torch_philox
+    from fp4spec.philox import philox4x32, philox_rbits
+
+    for sr_bits in range(1, 32):
+        want = philox_rbits(seed, (5, 7), sr_bits).astype(np.int64)
+        for s in (seed, torch_philox.seed_tensor(seed)):
+            got = torch_philox.philox_rbits(s, (5, 7), sr_bits)
+            assert got.dtype == torch_philox.rbits_dtype(sr_bits)
+            assert np.array_equal(got.numpy().astype(np.int64), want), sr_bits
+    counters = np.array([0, 1, 2**32 - 1, 2**32, 2**62 + 3], np.uint64)
+    got = torch_philox.philox4x32(torch.from_numpy(counters.astype(np.int64)), seed)
+    for g, w in zip(got, philox4x32(counters, seed)):
+        assert np.array_equal(g.numpy().astype(np.uint64), w)
+
+
+def test_torch_philox_known_answer_and_limbs():
+    """Random123's known answer (counter 0, key 0), and the 16-bit-limb product at its extremes."""
+    from fp4spec.backends import torch_philox
+
+    words = torch_philox.philox4x32(torch.zeros(1, dtype=torch.int64), 0)
+    assert [int(w) for w in words] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    b = torch.tensor([0, 1, 0xFFFF, 0x10000, 0xFFFFFFFF, 0x89ABCDEF], dtype=torch.int64)
+    for a in (0, 1, 0xD2511F53, 0xCD9E8D57, 0xFFFFFFFF):
+        hi, lo = torch_philox.mulhilo(a, b)
+        for h, low, v in zip(hi.tolist(), lo.tolist(), b.tolist()):
+            assert (h << 32 | low) == a * v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kw", [dict(), dict(axis=0), dict(pad=True), dict(sr_bits=12)],
+                         ids=["rows", "axis0", "pad", "sr_bits12"])
+@pytest.mark.parametrize("seed", [5, 2**63 + 9, -7])
+def test_tensor_seed_equals_the_int_seed(backend, kw, seed):
+    from fp4spec.backends.torch_philox import seed_tensor
+
+    x = _x((40, 48) if kw.get("pad") else (32, 64), seed=4)
+    q = fp4spec.quantize(x, "nvfp4", rounding="sr", seed=seed_tensor(seed, x.device), backend=backend, **kw)
+    _same(q, _reference(x, "nvfp4", seed, **kw))
+
+
+def test_tensor_seed_under_compile_takes_new_values_without_recompiling():
+    from fp4spec.backends.torch_philox import seed_tensor
+
+    x = _x((32, 64), seed=5)
+
+    def f(x, s):
+        return fp4spec.dequantize(fp4spec.quantize(x, "ufp4", rounding="sr", seed=s, rht="te"))
+
+    torch._dynamo.reset()
+    g = torch.compile(f, fullgraph=True, backend="aot_eager")
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for seed in (3, 2**63 + 1, -2):
+            s = seed_tensor(seed, x.device)
+            assert torch.equal(g(x, s), f(x, s))
+            ref = _reference(x, "ufp4", seed, rht="te")
+            assert torch.equal(g(x, s).cpu(), torch.from_numpy(fp4spec.dequantize(ref)))
+
+
+@pytest.mark.parametrize("seed,x,match", [
+    (torch.zeros(2, dtype=torch.int64), _x((16, 32)), "one integer element"),
+    (torch.zeros((), dtype=torch.float32), _x((16, 32)), "one integer element"),
+    (torch.zeros((), dtype=torch.int64), np.ones((16, 32), np.float32), "device"),
+])
+def test_tensor_seed_errors(seed, x, match):
+    with pytest.raises(ValueError, match=match):
+        fp4spec.quantize(x, "nvfp4", rounding="sr", seed=seed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(-(2**63), 2**64 - 1), n=st.integers(0, 37), sr_bits=st.integers(1, 31))
+def test_torch_philox_hypothesis(seed, n, sr_bits):
+    from fp4spec.backends import torch_philox
+    from fp4spec.philox import philox_rbits
+
+    got = torch_philox.philox_rbits(torch_philox.seed_tensor(seed), (n,), sr_bits).numpy().astype(np.int64)
+    assert np.array_equal(got, philox_rbits(seed, (n,), sr_bits).astype(np.int64))

@@ -94,3 +94,58 @@ def test_hif4_takes_the_eager_path():
     torch._dynamo.reset()
     q = torch.compile(lambda t: fp4spec.quantize(t, "hif4"), backend="aot_eager")(x)  # a graph break, same bits
     _same(q, fp4spec.quantize(x, "hif4"))
+
+
+# -- seed= (a one-element int64 tensor) and RHT objects through the operators --------------------
+
+def test_rht_text_round_trips():
+    from fp4spec.rht import RHT
+
+    for r in (RHT.te(), RHT.from_seed(7), RHT.from_seed(3, size=32, out_dtype="float32"), RHT.te(arith="float64")):
+        text = torch_library.rht_text(r)
+        assert torch_library.rht_from_text(text) == r
+    assert torch_library.rht_text("te") == "te" and torch_library.rht_text(None) is None
+    assert torch_library.rht_text(5) == torch_library.rht_text(RHT.from_seed(5))
+    with pytest.raises(ValueError, match="rht"):
+        torch_library.rht_from_text("sixteen")
+
+
+SEED_CASES = [("ufp4", {}), ("nvfp4", {"axis": 0, "pad": True}), ("mxfp4", {"rht": 7}), ("nvint4", {"sr_bits": 12})]
+SEED_IDS = [f"{s}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for s, kw in SEED_CASES]
+
+
+@pytest.mark.parametrize("scheme,kw", SEED_CASES, ids=SEED_IDS)
+def test_opcheck_with_a_seed_tensor(scheme, kw):
+    """The seed travels as a tensor argument; the codes are fp4spec.quantize(..., seed=int)'s."""
+    x = torch.randn(32, 56 if kw.get("pad") else 64, generator=torch.Generator().manual_seed(2)) * 4
+    axis, sr_bits, pad, rht = kw.get("axis", -1), kw.get("sr_bits", 8), kw.get("pad", False), kw.get("rht")
+    args = (x, scheme, axis, "sr", None, sr_bits, pad, torch_library.rht_text(rht), "auto",
+            torch_library.seed_arg(2**63 + 17, x))
+    torch.library.opcheck(torch.ops.fp4spec.quantize.default, args)
+    torch.library.opcheck(torch.ops.fp4spec.fake_quantize.default, args)
+    q = fp4spec.quantize(x, scheme, rounding="sr", seed=2**63 + 17, axis=axis, sr_bits=sr_bits, pad=pad, rht=rht)
+    data, scales, _ = torch.ops.fp4spec.quantize(*args)
+    assert torch.equal(scales, q.scales.movedim(q.axis, -1).contiguous())
+    assert torch.equal(data, q.storage.movedim(q.axis, -1).contiguous())
+    assert torch.equal(torch.ops.fp4spec.fake_quantize(*args), fp4spec.dequantize(q))
+
+
+@pytest.mark.parametrize("scheme,kw", SEED_CASES, ids=SEED_IDS)
+def test_compiled_quantize_with_seed_and_rht_object_is_one_graph(scheme, kw):
+    from fp4spec.rht import resolve_rht
+
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(3)) * 4
+    rht = resolve_rht(kw.get("rht"))  # an RHT object, as fp4spec.training's recipes hold
+    opts = {k: v for k, v in kw.items() if k != "rht"}
+
+    def f(x, s):
+        q = fp4spec.quantize(x, scheme, rounding="sr", seed=s, rht=rht, **opts)
+        return q, fp4spec.dequantize(q)
+
+    torch._dynamo.reset()
+    seed = torch_library.seed_arg(-5, x)
+    q, v = torch.compile(f, fullgraph=True, backend="aot_eager")(x, seed)
+    q0, v0 = f(x, seed)
+    _same(q, q0)
+    _same(q, fp4spec.quantize(x, scheme, rounding="sr", seed=-5, rht=rht, **opts))
+    assert torch.equal(v, v0)
