@@ -18,9 +18,11 @@ Normative steps of one GEMM ``C = A B^T`` (:func:`gemm`):
    rank, a tensor whose rows the ranks split (x, dy) is first all-gathered along the rows
    unless quantizing it is row-local (no tensor scale, no SR, blocks that stay inside a
    rank's rows).
-2. SR operands draw their bits (``fp4spec.training.random_bits``) for that tensor.
-3. ``q = fp4spec.quantize(t, scheme, axis=<reduction axis>, rounding, rbits, sr_bits,
-   pad=True, rht=<the GEMM's RHT>, backend=recipe.backend)``.
+2. SR operands take their seed (``fp4spec.training.random_bits.call_seed_tensor``: the
+   layer's seed, the GEMM, the operand and the layer's call counter, on the device).
+3. ``q = fp4spec.quantize(t, scheme, axis=<reduction axis>, rounding, seed=<step 2's seed>,
+   sr_bits, pad=True, rht=<the GEMM's RHT>, backend=recipe.backend)``: the SR bits are the
+   Philox bits of that seed in t's row-major order, drawn on t's device.
 4. ``values = fp4spec.dequantize(q).to(compute dtype)``; the rank's own rows are kept.
    (dgrad reuses fprop's weight values where that gives the same bits: 16x16 tiles, RNE, no
    RHT; ``weight_reusable``.)
@@ -40,12 +42,13 @@ import fp4spec
 from fp4spec.backends.base import HostFallbackWarning
 
 from . import random_bits
-from .recipe import DEQUANTIZE, Gemm, Operand, Recipe, get_recipe
+from .recipe import DEQUANTIZE, GEMMS, Gemm, Operand, Recipe, get_recipe
 
 
 @dataclasses.dataclass
 class OperandRecord:
-    """What one quantized operand of one GEMM call was (passed to ``Linear.on_operand``).
+    """What one quantized operand of one GEMM call was (passed to ``Linear.on_operand``;
+    ``call``: the layer's call counter, read back to the host for the record).
 
     ``source``: the high-precision tensor quantized (the all-gathered one under the global
     scope), stored layout; ``q``: its QuantizedTensor; ``values``: this rank's values as the
@@ -65,19 +68,24 @@ class OperandRecord:
 
 @dataclasses.dataclass
 class LayerState:
-    """Per-call context of one quantized linear: recipe, seeds, process group, hook."""
+    """Per-call context of one quantized linear: recipe, seeds (``keys``: the layer's
+    :func:`~fp4spec.training.random_bits.operand_keys`), the call counter (a 0-d int64 tensor
+    on the layer's device: step 2's counter), process group, hook."""
 
     recipe: Recipe
     name: str = ""
     layer_seed: int = 0
-    call: int = 0
+    call: "torch.Tensor | None" = None
     group: object = None
     on_operand: "Callable[[OperandRecord], None] | None" = None
+    keys: "dict[str, int]" = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.keys:
+            self.keys = random_bits.operand_keys(self.layer_seed)
 
     def world(self) -> int:
-        if self.group is None or not torch.distributed.is_available() or not torch.distributed.is_initialized():
-            return 1
-        return torch.distributed.get_world_size(self.group)
+        return _world(self.group)
 
 
 def _row_local(scheme, rounding: str, blocked_on_rows: bool, rows: int) -> bool:
@@ -98,12 +106,16 @@ def _gather_rows(t: torch.Tensor, group):
     return torch.cat(parts, dim=0), slice(rank * rows, (rank + 1) * rows)
 
 
-def _rbits(op: Operand, t: torch.Tensor, st: LayerState, gemm: str, tensor: str):
-    """Step 2: the SR bits of an operand (t's stored layout), or None."""
+def _seed(op: Operand, st: LayerState, gemm: str, tensor: str):
+    """Step 2: the SR seed of an operand (a 0-d int64 tensor), or None."""
     if op.rounding != "sr":
         return None
-    seed = random_bits.call_seed(st.layer_seed, st.call, gemm, tensor)
-    return random_bits.draw(seed, t.shape, op.sr_bits, t.device)
+    return random_bits.call_seed_tensor(st.keys[f"{gemm}/{tensor}"], st.call)
+
+
+def _recorded_rbits(op: Operand, seed, t: torch.Tensor):
+    """The bits ``seed`` draws for t (stored layout), for a record; None without SR."""
+    return None if seed is None else random_bits.draw(seed, t.shape, op.sr_bits, t.device)
 
 
 def _quantize(op: Operand, t: torch.Tensor, axis: int, rht, st: LayerState, gemm: str, tensor: str,
@@ -114,9 +126,10 @@ def _quantize(op: Operand, t: torch.Tensor, axis: int, rht, st: LayerState, gemm
     if split_rows and st.recipe.scope == "global" and st.world() > 1 and \
             not _row_local(scheme, op.rounding, axis == 0, t.shape[0]):
         t, own = _gather_rows(t, st.group)
-    rbits = _rbits(op, t, st, gemm, tensor)
-    q = fp4spec.quantize(t, scheme, axis=axis, rounding=op.rounding, rbits=rbits, sr_bits=op.sr_bits, pad=True,
-                         rht=rht, backend=st.recipe.backend, check_rbits=False)  # drawn in range: no host sync
+    seed = _seed(op, st, gemm, tensor)
+    q = fp4spec.quantize(t, scheme, axis=axis, rounding=op.rounding, seed=seed, sr_bits=op.sr_bits, pad=True,
+                         rht=rht, backend=st.recipe.backend)
+    rbits = _recorded_rbits(op, seed, t) if st.on_operand is not None else None
     return t, rbits, q, own
 
 
@@ -130,7 +143,7 @@ def operand_values(op: Operand, t: torch.Tensor, axis: int, rht, st: LayerState,
     if own is not None:
         values = values[own]
     if st.on_operand is not None:
-        st.on_operand(OperandRecord(st.name, st.call, gemm, tensor, axis, source, q, values, rbits))
+        st.on_operand(OperandRecord(st.name, int(st.call), gemm, tensor, axis, source, q, values, rbits))
     return values
 
 
@@ -142,14 +155,14 @@ def _model_product(g: Gemm, st: LayerState, gemm: str, a_spec, b_spec) -> torch.
     qs = []
     for op, (t, transposed, tensor, _split) in ((g.a, a_spec), (g.b, b_spec)):
         logical = (t.t() if transposed else t).contiguous()
-        rbits = _rbits(op, t, st, gemm, tensor)
+        rbits = _recorded_rbits(op, _seed(op, st, gemm, tensor), t)  # drawn in the stored layout
         if rbits is not None and transposed:
             rbits = rbits.t().contiguous()
         q = fp4spec.quantize(logical, op.resolved, axis=-1, rounding=op.rounding, rbits=rbits, sr_bits=op.sr_bits,
                              pad=True, rht=g.rht, backend=st.recipe.backend, check_rbits=False)
         if st.on_operand is not None:
             values = fp4spec.dequantize(q)
-            st.on_operand(OperandRecord(st.name, st.call, gemm, tensor, 1, logical, q, values, rbits))
+            st.on_operand(OperandRecord(st.name, int(st.call), gemm, tensor, 1, logical, q, values, rbits))
         qs.append(q)
     with warnings.catch_warnings():  # outputs no device kernel computes run on the CPU emulator, as documented
         warnings.simplefilter("ignore", HostFallbackWarning)
@@ -199,7 +212,10 @@ class QuantizedLinearFunction(torch.autograd.Function):
     and runs as the 2-D (tokens x K) matrix of its rows."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, state: LayerState, out_dtype):
+    def forward(ctx, x, weight, bias, call, state: LayerState, out_dtype):
+        # ``call`` (state.call) is an input saved for backward: the backward GEMMs draw with
+        # this call's counter, not the buffer's later value
+        state = dataclasses.replace(state, call=call)
         dt = _DTYPES[state.recipe.compute_dtype]
         x2 = x.reshape(-1, x.shape[-1])
         fp = state.recipe.fprop
@@ -211,16 +227,16 @@ class QuantizedLinearFunction(torch.autograd.Function):
             y = y.to(out_dtype)
             if bias is not None:
                 y = y + bias.to(out_dtype)
-        ctx.save_for_backward(x2, weight, wv)
-        ctx.state = state
+        ctx.save_for_backward(x2, weight, wv, call)
+        ctx.state = dataclasses.replace(state, call=None)
         ctx.x_shape = x.shape
         ctx.bias_dtype = None if bias is None else bias.dtype
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, weight, wv = ctx.saved_tensors
-        st: LayerState = ctx.state
+        x, weight, wv, call = ctx.saved_tensors
+        st = dataclasses.replace(ctx.state, call=call)
         dt = _DTYPES[st.recipe.compute_dtype]
         dx = dw = db = None
         dy = dy.reshape(-1, dy.shape[-1]).contiguous()
@@ -234,7 +250,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
                 dw = dw.to(weight.dtype)
             if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
                 db = dy.float().sum(0).to(ctx.bias_dtype)
-        return dx, dw, db, None, None
+        return dx, dw, db, None, None, None
 
 
 def _out_dtype(x: torch.Tensor):
@@ -246,7 +262,7 @@ def _out_dtype(x: torch.Tensor):
 
 def quantized_linear(x, weight, bias, state: LayerState):
     """The functional form of :class:`Linear`: ``x`` of shape (..., K), ``weight`` (N, K)."""
-    return QuantizedLinearFunction.apply(x, weight, bias, state, _out_dtype(x))
+    return QuantizedLinearFunction.apply(x, weight, bias, state.call, state, _out_dtype(x))
 
 
 class Linear(torch.nn.Linear):
@@ -255,16 +271,20 @@ class Linear(torch.nn.Linear):
     ``torch.nn.Linear``.
 
     ``name`` (the module's name in its model) seeds its SR bits with ``recipe.seed``
-    (:func:`fp4spec.training.random_bits.derive`); ``calls`` counts forward calls under
-    autograd (the SR bits' counter: restore it with :func:`set_counters` when resuming). ``process_group``:
+    (:mod:`fp4spec.training.random_bits`); ``calls`` (a 0-d int64 tensor on the weight's
+    device, moved with the module, not in the state dict) counts forward calls under autograd:
+    the SR bits' counter (save and restore it with :func:`counters` and :func:`set_counters`
+    when resuming). ``process_group``:
     the data-parallel group for ``scope="global"`` (None: the default group when
     torch.distributed is initialized). ``on_operand``: None or a callable receiving an
     :class:`OperandRecord` for every quantized operand (tests, audits).
 
-    Under ``torch.compile`` the quantized GEMMs run eagerly (``torch.compiler.disable``: a
-    graph break, fullgraph=False): the SR bits' generator and the per-call counter are host
-    state. ``fp4spec.quantize`` / ``dequantize`` themselves compile as custom operators
-    (:mod:`fp4spec.api.torch_library`); a layer traced whole is future work.
+    Under ``torch.compile`` the layer is traced whole (``fullgraph=True`` works): the quantize
+    and dequantize calls are custom operators (:mod:`fp4spec.api.torch_library`), the SR seeds
+    and bits are tensor arithmetic in the graph and the counter is a buffer the graph updates,
+    so one graph serves every step. Three cases run eagerly (``torch.compiler.disable``, a graph
+    break): an ``on_operand`` hook, an accumulator-model GEMM (``fp4spec.matmul``) and more
+    than one rank (the all-gather of ``scope="global"``).
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
@@ -276,7 +296,8 @@ class Linear(torch.nn.Linear):
         self.recipe = get_recipe(recipe)
         self.name = name
         self.layer_seed = random_bits.derive(self.recipe.seed, name)
-        self.calls = 0
+        self.operand_keys = random_bits.operand_keys(self.layer_seed)
+        self.calls = torch.zeros((), dtype=torch.int64, device=self.weight.device)
         self.process_group = process_group
         self.on_operand = None
 
@@ -297,17 +318,46 @@ class Linear(torch.nn.Linear):
     def forward(self, x):
         if not self.recipe.quantized:
             return torch.nn.functional.linear(x, self.weight, self.bias)
-        return self._quantized_forward(x)
-
-    @torch.compiler.disable
-    def _quantized_forward(self, x):
         group = self.process_group
         if group is None and torch.distributed.is_available() and torch.distributed.is_initialized():
             group = torch.distributed.group.WORLD
-        state = LayerState(self.recipe, self.name, self.layer_seed, self.calls, group, self.on_operand)
-        if torch.is_grad_enabled():  # a call without autograd (evaluation) draws no SR bits
-            self.calls += 1
+        traced = self.on_operand is None and _world(group) == 1 and \
+            all(self.recipe.gemm(g).compute == DEQUANTIZE for g in GEMMS)
+        return self._quantized_forward(x, group) if traced else self._eager_forward(x, group)
+
+    def _apply(self, fn, recurse=True):
+        """``Module._apply`` (``.to()``, ``.cuda()``...), the counter moved as a buffer would be."""
+        out = super()._apply(fn, recurse)
+        self.calls = fn(self.calls)
+        return out
+
+    def _next_call(self) -> torch.Tensor:
+        """This call's counter value; calls under autograd advance it (evaluation draws no new bits).
+
+        The counter is a plain tensor attribute, replaced on every call, not a buffer updated in
+        place: the compiled backward pass must see this call's value (torch 2.13's AOTAutograd
+        saves an in-place-updated buffer itself, whose later value a backward then reads), and
+        replacing a registered buffer mutates the module's buffer dict, which makes dynamo refuse
+        to read the scheme tables (mapping proxies) later in the same graph."""
+        call = self.calls
+        if torch.is_grad_enabled():
+            self.calls = call + 1
+        return call
+
+    def _quantized_forward(self, x, group):
+        state = LayerState(self.recipe, self.name, self.layer_seed, self._next_call(), group, self.on_operand,
+                           self.operand_keys)
         return quantized_linear(x, self.weight, self.bias, state)
+
+    @torch.compiler.disable
+    def _eager_forward(self, x, group):
+        return self._quantized_forward(x, group)
+
+
+def _world(group) -> int:
+    if group is None or not torch.distributed.is_available() or not torch.distributed.is_initialized():
+        return 1
+    return torch.distributed.get_world_size(group)
 
 
 def convert(model: torch.nn.Module, recipe: "Recipe | str", *, skip=(), process_group=None) -> torch.nn.Module:
@@ -338,8 +388,9 @@ def quantized_layers(model: torch.nn.Module) -> dict[str, Linear]:
 
 
 def counters(model: torch.nn.Module) -> dict[str, int]:
-    """Every quantized layer's forward-call counter (save it with a checkpoint)."""
-    return {n: m.calls for n, m in quantized_layers(model).items()}
+    """Every quantized layer's forward-call counter, as ints (save it with a checkpoint; reads
+    the counters back to the host)."""
+    return {n: int(m.calls) for n, m in quantized_layers(model).items()}
 
 
 def set_counters(model: torch.nn.Module, state: dict) -> None:
@@ -349,7 +400,7 @@ def set_counters(model: torch.nn.Module, state: dict) -> None:
     if missing:
         raise ValueError(f"state: counters for layers the model does not have: {', '.join(missing)}")
     for n, calls in state.items():
-        layers[n].calls = int(calls)
+        layers[n].calls = torch.full((), int(calls), dtype=torch.int64, device=layers[n].calls.device)
 
 
 __all__ = ["weight_reusable", "Linear", "LayerState", "OperandRecord", "QuantizedLinearFunction", "convert", "counters", "gemm",

@@ -110,3 +110,54 @@ def test_compiled_training_step_on_cuda(tmp_path):
     assert r["completed"] and r["train_curve"][-1]["train_loss"] < r["train_curve"][0]["train_loss"]
     assert all(v == ["triton"] for v in r["backends"].values()), r["backends"]
     assert get_recipe("nvfp4").backend == "auto"
+
+
+@pytest.mark.parametrize("name", ["nvfp4", "ufp4", "mxfp4"])
+def test_compiled_layers_on_cuda_equal_eager_without_syncs_or_recompiles(name):
+    """inductor, fullgraph=True: two linears traced whole equal eager (bias add rounded as eager:
+    emulate_precision_casts), three steps without recompiling, and a compiled step adds no host
+    synchronisation (the SR counter and seeds stay on the device)."""
+    import warnings
+
+    import torch._inductor.config as inductor_config
+
+    from fp4spec.training import convert
+
+    def mlp():
+        torch.manual_seed(0)
+        return convert(torch.nn.Sequential(torch.nn.Linear(512, 384, bias=False), torch.nn.ReLU(),
+                                           torch.nn.Linear(384, 256)), name).cuda()
+
+    model, twin = mlp(), mlp()
+    torch._dynamo.reset()
+    net = torch.compile(model, fullgraph=True)
+    x, _ = _data()
+    dy = torch.randn(256, 256, generator=torch.Generator().manual_seed(1)).to("cuda", torch.bfloat16)
+
+    def run(m):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = m(x)
+        y.backward(dy)
+        out = (y.detach(), [p.grad.clone() for p in m.parameters()])
+        for p in m.parameters():
+            p.grad = None
+        return out
+
+    with inductor_config.patch(emulate_precision_casts=True):
+        run(net)
+        run(twin)
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            for _ in range(3):
+                (a, ga), (b, gb) = run(net), run(twin)
+                assert torch.equal(a, b) and all(torch.equal(u, v) for u, v in zip(ga, gb))
+            torch.cuda.synchronize()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                torch.cuda.set_sync_debug_mode("warn")
+                try:
+                    run(net)
+                finally:
+                    torch.cuda.set_sync_debug_mode("default")
+    syncs = [f"{w.filename}:{w.lineno}" for w in caught
+             if "synchroniz" in str(w.message) and "is a prototype feature" not in str(w.message)]
+    assert syncs == []

@@ -195,9 +195,10 @@ def test_autocast_bf16():
     assert torch.equal(layer.weight.grad, rdw.float())
 
 
-def test_torch_compile_graph_break_is_exact():
-    """The quantized GEMMs run eagerly inside a compiled model (fullgraph=False); the result
-    equals eager, bit for bit."""
+def test_torch_compile_with_a_hook_breaks_the_graph_and_is_exact():
+    """With an on_operand hook the quantized GEMMs run eagerly inside a compiled model
+    (fullgraph=False); the result equals eager, bit for bit (test_compile.py: without hooks the
+    layer is traced whole)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64, bias=False), torch.nn.ReLU(),
                                 torch.nn.Linear(64, 32, bias=False))
@@ -206,7 +207,10 @@ def test_torch_compile_graph_break_is_exact():
     twin.load_state_dict(model.state_dict())
     convert(model, "ufp4")
     convert(twin, "ufp4")
-    compiled = torch.compile(model, fullgraph=False)  # inductor on the CPU
+    records = []
+    model[0].on_operand = records.append
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=False, backend="aot_eager")
     x = torch.randn(16, 32)
     y1 = compiled(x)
     y1.square().sum().backward()
@@ -214,6 +218,8 @@ def test_torch_compile_graph_break_is_exact():
     y2.square().sum().backward()
     assert torch.equal(y1, y2)
     assert torch.equal(model[0].weight.grad, twin[0].weight.grad)
+    assert torch.equal(model[2].weight.grad, twin[2].weight.grad)
+    assert [(r.gemm, r.tensor) for r in records] == [("fprop", "x"), ("fprop", "w"), ("wgrad", "dy"), ("wgrad", "x")]
 
 
 def test_convert_swaps_linears_and_shares_parameters():
