@@ -1,9 +1,12 @@
 """GPU benchmark: one training step of the small Llama-style GPT per recipe, as a ratio to bf16.
 
 The step is what ``fp4spec train`` runs: bf16 autocast, fp32 master weights, fused AdamW,
-gradient clipping, torch.compile (the quantized GEMMs run eagerly between compiled graphs),
-the recipe's linears converted with ``fp4spec.training.convert`` (lm_head kept in bf16), the
-fast path (``compute="dequantize"``). Per recipe it reports the step time, tokens/s, the
+gradient clipping, torch.compile of the whole model with ``fullgraph=True`` (the quantized
+linears are traced whole: quantize/dequantize custom operators, SR seeds and Philox bits in the
+graph, the SR counters in tensors), the recipe's linears converted with
+``fp4spec.training.convert`` (lm_head kept in bf16), the fast path (``compute="dequantize"``).
+Per recipe it also records the graphs dynamo compiled in the warm-up and its graph breaks, and
+over the timed rounds the graphs compiled (expected: 0 breaks, no graph after the warm-ups). Per recipe it reports the step time, tokens/s, the
 ratio to bf16 (the median of per-round ratios over interleaved rounds), the backends that
 quantized each operand, and the host synchronisations of one step
 (``torch.cuda.set_sync_debug_mode("warn")``: each sync is a warning, counted by its source line).
@@ -12,7 +15,7 @@ quantized each operand, and the host synchronisations of one step
         [--compute sm100-mxf4nvf4]
 
 ``--compute MODEL`` runs the quantized recipes' three GEMMs under an accumulator model instead
-of the fast path ("train as Blackwell would round": on Hopper the certified GEMM of
+of the fast path (those layers run eagerly: ``fullgraph=False``) ("train as Blackwell would round": on Hopper the certified GEMM of
 ``fp4spec.backends.triton.certify``); the outputs the certificate hands to the CPU emulator
 are counted per step (``HostFallbackWarning``).
 
@@ -80,7 +83,7 @@ def build(recipe, cfg, args):
     torch.manual_seed(0)
     model = convert(GPT(cfg), recipe, skip=("lm_head",)).to(args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), fused=args.device == "cuda")
-    net = torch.compile(model) if args.compile else model
+    net = torch.compile(model, fullgraph=args.compute is None) if args.compile else model
     return model, net, opt
 
 
@@ -127,14 +130,25 @@ def sync_sites(run, x, y):
 
 
 def backends_used(model, x, y, run):
+    """Which backend quantized each operand: one eager step with hooks (a hook runs the layer
+    eagerly; the compiled graph, traced without hooks, is not touched)."""
     seen = collections.defaultdict(set)
     layers = quantized_layers(model).values()
     for layer in layers:
         layer.on_operand = lambda r: seen[f"{r.gemm}/{r.tensor}"].add(r.q.backend)
-    step(*run, x, y)
+    _, _, opt = run
+    step(model, model, opt, x, y)
     for layer in layers:
         layer.on_operand = None
     return {k: sorted(v) for k, v in seen.items()}
+
+
+def dynamo_stats():
+    """Graphs compiled (a recompilation is one more) and graph breaks since the last call (then cleared)."""
+    c = torch._dynamo.utils.counters
+    out = {"graphs": c["stats"].get("unique_graphs", 0), "graph_breaks": sum(c["graph_break"].values())}
+    c.clear()
+    return out
 
 
 def main():
@@ -178,14 +192,19 @@ def main():
             log(f"{name}: {FALLBACK['outputs'] / max(1, args.warmup):.0f} outputs per step to the CPU emulator "
                 f"(uncertified), in {FALLBACK['calls']} of the warm-up's GEMMs")
         info[name] = {"warmup_s": time.time() - t, "backends": backends_used(runs[name][0], x, y, runs[name]),
-                      "syncs": sync_sites(runs[name], x, y)}
-        log(f"{name}: warm-up {info[name]['warmup_s']:.1f} s; syncs/step {sum(info[name]['syncs'].values())} "
+                      "syncs": sync_sites(runs[name], x, y), "dynamo_warmup": dynamo_stats()}
+        log(f"{name}: warm-up {info[name]['warmup_s']:.1f} s, dynamo {info[name]['dynamo_warmup']}; "
+            f"syncs/step {sum(info[name]['syncs'].values())} "
             f"{info[name]['syncs']}; backends {info[name]['backends']}")
     times = collections.defaultdict(list)
     for r in range(args.rounds):
         for name in names:
             times[name].append(time_steps(runs[name], x, y, args.steps))
         log(f"round {r}: " + ", ".join(f"{n} {times[n][-1] * 1e3:.1f} ms" for n in names))
+    timed = dynamo_stats()
+    for name in names:
+        info[name]["dynamo_timed"] = timed  # all recipes together: compiles during the timed rounds
+    log(f"dynamo after the warm-ups: {timed}")
     tokens = args.batch * args.seq_len
     rows = []
     print("\n| recipe | step (ms, median) | tokens/s | step / bf16 (median of rounds) | syncs/step |")
