@@ -326,9 +326,12 @@ class Linear(torch.nn.Linear):
         return self._quantized_forward(x, group) if traced else self._eager_forward(x, group)
 
     def _apply(self, fn, recurse=True):
-        """``Module._apply`` (``.to()``, ``.cuda()``...), the counter moved as a buffer would be."""
+        """``Module._apply`` (``.to()``, ``.cuda()``, ``.to_empty()``...), the counter moved as a
+        buffer would be; a counter on the meta device (a model built there) holds no value and
+        becomes a zero one."""
         out = super()._apply(fn, recurse)
-        self.calls = fn(self.calls)
+        moved = fn(self.calls)
+        self.calls = torch.zeros_like(moved) if self.calls.is_meta else moved
         return out
 
     def _next_call(self) -> torch.Tensor:

@@ -172,6 +172,10 @@ def test_counter_moves_with_the_module():
     layer = next(iter(quantized_layers(model).values()))
     assert layer.calls.dtype == torch.int64 and layer.calls.device == layer.weight.device
     assert "calls" not in "".join(model.state_dict())  # the state dict is torch.nn.Linear's
+    with torch.device("meta"):
+        meta = _mlp("ufp4")
+    meta.to_empty(device="cpu")
+    assert counters(meta) == {"body.0": 0, "body.2": 0}
 
 
 @pytest.mark.slow
