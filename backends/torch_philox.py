@@ -4,8 +4,8 @@ and nothing is read back to the host).
 
 Equal bit for bit to :func:`fp4spec.philox.philox4x32` and :func:`fp4spec.philox.philox_rbits`
 (tested for every ``sr_bits``): the same counters, key schedule and word order. Everything is
-int64 arithmetic on values below 2^33: a 32 x 32-bit product is assembled from 16-bit limbs
-(:func:`mulhilo`), so no operation overflows and a compiler (inductor's C++ or Triton code) has
+int64 arithmetic on values below 2^49: a 32 x 32-bit product is assembled from two 32 x 16-bit
+products (:func:`mulhilo`), so no operation overflows and a compiler (inductor's C++ or Triton code) has
 no signed-overflow behaviour to rely on.
 """
 
@@ -42,14 +42,12 @@ def seed_tensor(seed, device=None):
 
 def mulhilo(a: int, b):
     """``(hi, lo)`` 32-bit halves of ``a * b`` for a constant ``a`` < 2^32 and an int64 tensor
-    ``b`` of values < 2^32: four 16 x 16-bit partial products, each below 2^32."""
-    a0, a1 = a & M16, a >> 16
-    b0, b1 = b & M16, b >> 16
-    p00, p01, p10, p11 = b0 * a0, b0 * a1, b1 * a0, b1 * a1
-    mid = (p00 >> 16) + (p01 & M16) + (p10 & M16)
-    lo = ((mid & M16) << 16) | (p00 & M16)
-    hi = p11 + (p01 >> 16) + (p10 >> 16) + (mid >> 16)
-    return hi, lo
+    ``b`` of values < 2^32: ``a * b = p1 * 2^16 + p0`` with ``p1 = a * (b >> 16)`` and
+    ``p0 = a * (b mod 2^16)``, each below 2^48; ``s = p0 + (p1 mod 2^16) * 2^16`` is the low
+    part with its carry, so ``lo = s mod 2^32`` and ``hi = (p1 >> 16) + (s >> 32)``."""
+    p1, p0 = (b >> 16) * a, (b & M16) * a
+    s = p0 + ((p1 & M16) << 16)
+    return (p1 >> 16) + (s >> 32), s & M32
 
 
 def philox4x32(counter, seed):
