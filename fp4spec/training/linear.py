@@ -113,8 +113,8 @@ def _seed(op: Operand, st: LayerState, gemm: str, tensor: str):
     return random_bits.call_seed_tensor(st.keys[f"{gemm}/{tensor}"], st.call)
 
 
-def _recorded_rbits(op: Operand, seed, t: torch.Tensor):
-    """The bits ``seed`` draws for t (stored layout), for a record; None without SR."""
+def _drawn_rbits(op: Operand, seed, t: torch.Tensor):
+    """The bits ``seed`` draws for t (stored layout); None without SR."""
     return None if seed is None else random_bits.draw(seed, t.shape, op.sr_bits, t.device)
 
 
@@ -129,7 +129,7 @@ def _quantize(op: Operand, t: torch.Tensor, axis: int, rht, st: LayerState, gemm
     seed = _seed(op, st, gemm, tensor)
     q = fp4spec.quantize(t, scheme, axis=axis, rounding=op.rounding, seed=seed, sr_bits=op.sr_bits, pad=True,
                          rht=rht, backend=st.recipe.backend)
-    rbits = _recorded_rbits(op, seed, t) if st.on_operand is not None else None
+    rbits = _drawn_rbits(op, seed, t) if st.on_operand is not None else None
     return t, rbits, q, own
 
 
@@ -155,7 +155,7 @@ def _model_product(g: Gemm, st: LayerState, gemm: str, a_spec, b_spec) -> torch.
     qs = []
     for op, (t, transposed, tensor, _split) in ((g.a, a_spec), (g.b, b_spec)):
         logical = (t.t() if transposed else t).contiguous()
-        rbits = _recorded_rbits(op, _seed(op, st, gemm, tensor), t)  # drawn in the stored layout
+        rbits = _drawn_rbits(op, _seed(op, st, gemm, tensor), t)  # drawn in the stored layout
         if rbits is not None and transposed:
             rbits = rbits.t().contiguous()
         q = fp4spec.quantize(logical, op.resolved, axis=-1, rounding=op.rounding, rbits=rbits, sr_bits=op.sr_bits,
@@ -214,7 +214,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, call, state: LayerState, out_dtype):
         # ``call`` (state.call) is an input saved for backward: the backward GEMMs draw with
-        # this call's counter, not the buffer's later value
+        # this call's counter value
         state = dataclasses.replace(state, call=call)
         dt = _DTYPES[state.recipe.compute_dtype]
         x2 = x.reshape(-1, x.shape[-1])
@@ -281,8 +281,8 @@ class Linear(torch.nn.Linear):
 
     Under ``torch.compile`` the layer is traced whole (``fullgraph=True`` works): the quantize
     and dequantize calls are custom operators (:mod:`fp4spec.api.torch_library`), the SR seeds
-    and bits are tensor arithmetic in the graph and the counter is a buffer the graph updates,
-    so one graph serves every step. Three cases run eagerly (``torch.compiler.disable``, a graph
+    and bits are tensor arithmetic in the graph and the counter is a tensor the graph replaces
+    each call, so one graph serves every step. Three cases run eagerly (``torch.compiler.disable``, a graph
     break): an ``on_operand`` hook, an accumulator-model GEMM (``fp4spec.matmul``) and more
     than one rank (the all-gather of ``scope="global"``).
     """
