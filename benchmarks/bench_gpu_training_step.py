@@ -15,8 +15,9 @@ quantized each operand, and the host synchronisations of one step
         [--compute sm100-mxf4nvf4]
 
 ``--compute MODEL`` runs the quantized recipes' three GEMMs under an accumulator model instead
-of the fast path (those layers run eagerly: ``fullgraph=False``) ("train as Blackwell would round": on Hopper the certified GEMM of
-``fp4spec.backends.triton.certify``); the outputs the certificate hands to the CPU emulator
+of the fast path ("train as Blackwell would round": on Hopper the certified GEMM of
+``fp4spec.backends.triton.certify``); those layers run eagerly (graph breaks: the model is
+compiled with ``fullgraph=False``), and the outputs the certificate hands to the CPU emulator
 are counted per step (``HostFallbackWarning``).
 
 Target (issue 20): nvfp4 and ufp4 steps <= 1.5x the bf16 step. With $OUT set, the table is also

@@ -282,9 +282,9 @@ class Linear(torch.nn.Linear):
     Under ``torch.compile`` the layer is traced whole (``fullgraph=True`` works): the quantize
     and dequantize calls are custom operators (:mod:`fp4spec.api.torch_library`), the SR seeds
     and bits are tensor arithmetic in the graph and the counter is a tensor the graph replaces
-    each call, so one graph serves every step. Three cases run eagerly (``torch.compiler.disable``, a graph
-    break): an ``on_operand`` hook, an accumulator-model GEMM (``fp4spec.matmul``) and more
-    than one rank (the all-gather of ``scope="global"``).
+    each call, so one graph serves every step. Three cases run eagerly
+    (``torch.compiler.disable``, a graph break): an ``on_operand`` hook, an accumulator-model
+    GEMM (``fp4spec.matmul``) and more than one rank (the all-gather of ``scope="global"``).
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
