@@ -89,7 +89,7 @@ def run(kernel, grid, *args, **kw):
         compiled = kernel[grid](*args, **kw)
         _COMPILED[key] = compiled
         return compiled
-    compiled[grid](*full)
+    compiled[tuple(grid) + (1,) * (3 - len(grid))](*full)  # the compiled kernel reads three grid sizes
     return compiled
 
 

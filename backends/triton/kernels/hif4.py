@@ -266,6 +266,8 @@ def dequantize_hif4_kernel(q_ptr, s_ptr, e8_ptr, e16_ptr, out_ptr, NGRP, BR: tl.
     t = tl.arange(0, 4)[None, None, None, :]
     c = (w[:, :, None, None] >> (16 * h + 4 * t)) & 15
     mag = (c & 7).to(tl.float32) * step[:, :, :, None]
-    v = tl.where(c >= 8, -mag, mag)
+    # the sign by its bit: a negation compiled as 0 - mag gives +0 for a negative zero code
+    # (seen on the H200); mag is >= 0 or a positive NaN, so this is the negation otherwise
+    v = (mag.to(tl.int32, bitcast=True) | ((c >> 3) << 31)).to(tl.float32, bitcast=True)
     i = tl.arange(0, 8)[None, :, None, None] * 8 + h * 4 + t
     tl.store(out_ptr + grp[:, None, None, None] * 64 + i, v, mask=mask[:, None, None, None])
