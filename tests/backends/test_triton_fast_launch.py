@@ -66,7 +66,7 @@ def test_a_warm_key_launches_every_parameter_in_order(on):
     fl.run(k, (2,), x, 16, 1.0, BLOCK=4, num_warps=4)
     fl.run(k, (3,), x, 32, 2.5, BLOCK=4, num_warps=4)   # same specialization: a hit
     assert len(k.bound) == 1
-    assert k.direct == [((3,), (x, 32, 2.5, 4, False))]  # the default of FLAG filled in
+    assert k.direct == [((3, 1, 1), (x, 32, 2.5, 4, False))]  # three grid sizes; the default of FLAG filled in
 
 
 @pytest.mark.parametrize("change", ["constexpr", "option", "int is 1", "int not a multiple of 16", "int64",
