@@ -1,6 +1,6 @@
 """The public calls on the GPU, as users call them, against baselines timed in the same run.
 
-    python benchmarks/bench_gpu_api.py [--n 16384] [--gemm 8192] [--iters 20] [--only quant,deq,gemm,host,linear,torchao,memory,fastlaunch]
+    python benchmarks/bench_gpu_api.py [--n 16384] [--gemm 8192] [--iters 20] [--only quant,deq,gemm,host,linear,torchao,memory]
 
 Times ``fp4spec.quantize`` (every scheme the GPU backends take, rowwise and ``axis=0``, ``rht="te"``,
 ``pad=True``, SR with given bits and with a seed), ``fp4spec.dequantize`` (nvfp4, mxfp4, mxfp8_e4m3, hif4 to float32),
@@ -344,69 +344,6 @@ def bench_torchao(x, iters, rows):
         log(f"{label}: {t * 1e3:.3f} ms")
 
 
-def _host_time(fn, n=200):
-    """Seconds of host time per call (launches queue; a sync before and after)."""
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t = (time.perf_counter() - t0) / n
-    torch.cuda.synchronize()
-    return t
-
-
-def bench_fast_launch(x, n_gemm, iters, rows) -> int:
-    """The public calls with backends.triton.fast_launch off, then on: host time of a 16 x 64
-    quantize / dequantize, event time of a quantize of x and of n_gemm^3 matmuls, and whether
-    both give the same bits (returns the number of calls that differ)."""
-    from fp4spec.backends.triton import fast_launch
-
-    small = torch.randn(16, 64, device="cuda", dtype=torch.bfloat16)
-    a = torch.randn(n_gemm, n_gemm, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n_gemm, n_gemm, device="cuda", dtype=torch.bfloat16)
-    qs = {s: (fp4spec.quantize(a, s), fp4spec.quantize(b, s)) for s in ("mxfp4", "nvfp4")}
-    calls = []
-    for scheme in ("nvfp4", "mxfp4"):
-        q = fp4spec.quantize(small, scheme)
-        calls.append((f"host: quantize {scheme} 16x64", "host", lambda s=scheme: fp4spec.quantize(small, s)))
-        calls.append((f"host: dequantize {scheme} 16x64", "host", lambda q=q: fp4spec.dequantize(q)))
-        calls.append((f"quantize {scheme} {x.shape[0]}^2", "event", lambda s=scheme: fp4spec.quantize(x, s)))
-        calls.append((f"quantize {scheme} sr seed {x.shape[0]}^2", "event",
-                      lambda s=scheme: fp4spec.quantize(x, s, rounding="sr", seed=7)))
-        for model in ("sm90-bf16", "sm100-mxf4nvf4"):
-            calls.append((f"matmul {scheme} {model} {n_gemm}^3", "event",
-                          lambda s=scheme, m=model: fp4spec.matmul(*qs[s], accumulator=m)))
-    results, bad = {}, 0
-    for on in (False, True):
-        fast_launch.enable(on)
-        for label, kind, fn in calls:
-            try:
-                t = _host_time(fn) if kind == "host" else event_time(fn, iters)
-                out = fn()
-            except Exception as exc:  # noqa: BLE001
-                log(f"fast launch {on}: {label}: {type(exc).__name__}: {str(exc)[:200]}")
-                continue
-            bits = [v for v in (out.storage, out.scales) if v is not None] if hasattr(out, "scales") else [out]
-            results.setdefault(label, []).append((t, bits))
-            log(f"fast launch {'on' if on else 'off'}: {label}: {t * 1e3:.3f} ms")
-    fast_launch.enable(False)
-    for label, got in results.items():
-        if len(got) < 2:
-            rows.append((f"{label}, fast launch", "triton", 0, "failed", "", ""))
-            bad += 1
-            continue
-        (t0, b0), (t1, b1) = got
-        same = all(torch.equal(u.view(torch.uint8) if u.dtype != torch.float32 else u.view(torch.int32),
-                               v.view(torch.uint8) if v.dtype != torch.float32 else v.view(torch.int32))
-                   for u, v in zip(b0, b1))
-        bad += not same
-        rows.append((f"{label}: plain launch / fast launch", "triton", t1, f"{t0 / t1:.2f}x faster (plain "
-                     f"{t0 * 1e6:.0f} us)", "", "same bits" if same else "BITS DIFFER"))
-    return bad
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=16384)
@@ -436,8 +373,6 @@ def main():
         bench_graph_host(rows)
     if "memory" in only:
         bench_memory(x, rows)
-    if "fastlaunch" in only:
-        bad += bench_fast_launch(x, args.gemm, args.iters, rows)
     print()
     print("| call | backend | ms | vs baseline | kernels alone (call / kernels) | check |")
     print("|---|---|---:|---|---|---|")

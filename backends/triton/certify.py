@@ -118,8 +118,6 @@ import numpy as np
 
 from fp4spec.backends.base import HostFallbackWarning
 
-from . import fast_launch
-
 #: Models the triton GEMM computes by certificate (``sm90-bf16`` runs without one).
 CERTIFIED = ("exact", "fp32", "sm100-mxf4nvf4", "sm100-mxf8f6f4")
 #: la of a row that is never certified.
@@ -225,7 +223,7 @@ def operand_stats(x, scales, scheme, sb: int, terms: str | None = None):
     ha = torch.full((r if terms else 1,), -(1 << 20), dtype=torch.int32, device=x.device)
     bits = x.view(torch.int16)
     kch = max(sb, STATS_K // sb * sb)
-    fast_launch.run(gk.operand_stats_kernel, (triton.cdiv(r, STATS_ROWS), triton.cdiv(k, kch)),
+    gk.operand_stats_kernel[(triton.cdiv(r, STATS_ROWS), triton.cdiv(k, kch))](
         bits, scales, la, na, ha, r, k, bits.stride(0), scales.stride(0), kch, BR=STATS_ROWS, SB=sb,
         BLOCK=scheme.block_size, SCALE=1 if scheme.scale.name == "ue4m3" else 0, ELSB=element_lsb(scheme.element),
         LSB_MIN=LSB_MIN, HA={None: 0, "group": 1, "product": 2}[terms],
@@ -288,7 +286,7 @@ def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, 
     interp = interpret()
     ia, ib = (xa.view(torch.int16), xb.view(torch.int16)) if interp else (xa, xb)
     nan = model.nan_bits - (1 << 32) if model.nan_bits >= 1 << 31 else model.nan_bits
-    fast_launch.run(gs.gemm_steps_kernel, (tiles,),
+    gs.gemm_steps_kernel[(tiles,)](
         ia, ib, out if c is None else c, out if g is None else g, out.view(torch.int32), la, lb, ha, hb, na, nb, bad,
         m, n, k, k, k, 0 if c is None else c.stride(0), out.stride(0), model.frac_bits, model.e_zero, INFLATE,
         BM=bm, BN=bn, BK=step, GROUP_M=group_m, HAS_C=c is not None, HAS_G=g is not None, NAN=nan,

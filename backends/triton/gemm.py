@@ -81,7 +81,6 @@ import numpy as np
 import triton
 
 from ..base import BackendError, resolve_scheme
-from . import fast_launch
 from .capability import GEMM_ACCUMULATORS, interpret
 from .config import DEFAULT_CONFIG
 
@@ -273,7 +272,7 @@ def dequantize_bf16(packed, scales, scheme, *, rows_per_program: int = 32, bytes
     kb = k // 2
     grid = (triton.cdiv(rows, rows_per_program), triton.cdiv(kb, bytes_per_program))
     kernel = gk.dequant_bf16_kernel_any if any_shape else gk.dequant_bf16_kernel
-    fast_launch.run(kernel, grid, packed, scales, out.view(torch.int32), rows, kb, packed.stride(0), scales.stride(0), kb,
+    kernel[grid](packed, scales, out.view(torch.int32), rows, kb, packed.stride(0), scales.stride(0), kb,
                  BR=rows_per_program, BKB=bytes_per_program, BLOCK=block, ELEM=elem, SCALE=scale, num_warps=num_warps)
     return out
 
@@ -369,7 +368,7 @@ def matmul_packed(a_packed, a_scales, b_packed, b_scales, scheme, *, g=None, c=N
     if certify is not None:
         cert = certify(xa, a_scales, xb, b_scales, bm, bn, bk, cfg.any_shape)
     cargs = ((dummy,) * 5 + (0, 1.0)) if cert is None else cert.kernel_args()
-    fast_launch.run(kernel, grid,
+    kernel[grid](
         a_ptr, a_scales, b_ptr, b_scales, dummy if c is None else c, dummy if gt is None else gt, out_view, 0.0,
         m, n, k, sam, a_scales.stride(0), sbn, b_scales.stride(0), 0 if c is None else c.stride(0), out.stride(0),
         *cargs, CERT=cert is not None,

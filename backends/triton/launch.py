@@ -14,7 +14,7 @@ import torch
 import triton
 
 from .. import torch_backend as tb
-from . import capability, fast_launch
+from . import capability
 from .capability import MX_RULES, interpret
 from .config import DEFAULT_CONFIG, TritonConfig
 from .kernels import columnwise, hif4, mx_wide, rht, rowwise, tile
@@ -178,7 +178,7 @@ def rows_bf16_launcher(x2, packed, scales, ts, sch, config=None, *, BR=None, num
 
     def launch():
         if nblk:
-            return fast_launch.run(rowwise.quantize_rows_bf16_kernel, (triton.cdiv(nblk, br),), *args, **flags)
+            return rowwise.quantize_rows_bf16_kernel[(triton.cdiv(nblk, br),)](*args, **flags)
 
     return launch
 
@@ -199,14 +199,14 @@ def rows(p: Plan, ts, packed, scales, cpad):
     if p.rp is None:
         _, br, w = p.rows_tile
         br = p.BM or br
-        fast_launch.run(rowwise.quantize_rows_kernel, (triton.cdiv(nblk, br),), *args, BR=br, num_warps=p.num_warps or w, **common)
+        rowwise.quantize_rows_kernel[(triton.cdiv(nblk, br),)](*args, BR=br, num_warps=p.num_warps or w, **common)
         return
     cfg = p.cfg
     rflags = rht_flags(p.rp, cfg)
     bf16x2 = (cfg.rht_rows_bf16x2 and common["MX"] and p.bf16 and rflags["OUT_BF16"] and p.fast
               and cfg.hw_instructions and capability.gpu_features(p.dev).hw_bf16x2)
     br = p.BM or cfg.rht_rows_blocks
-    fast_launch.run(rht.quantize_rows_rht_kernel, (triton.cdiv(nblk, br),),
+    rht.quantize_rows_rht_kernel[(triton.cdiv(nblk, br),)](
         *args, sign_words(p.rp[0]), BR=br, SLOW=cfg.exact_fallback, num_warps=p.num_warps or cfg.rht_rows_warps,
         BF16X2=bool(bf16x2), **common, **rflags)
 
@@ -235,7 +235,7 @@ def rows_sr(p: Plan, ts, packed, scales, cpad):
     (int32, x's shape) or drawn by Philox in the kernel."""
     nblk = p.M * p.N // p.K
     br = p.BM or p.cfg.rows_sr_blocks
-    fast_launch.run(rowwise.quantize_rows_sr_kernel, (triton.cdiv(nblk, br),),
+    rowwise.quantize_rows_sr_kernel[(triton.cdiv(nblk, br),)](
         p.x2.view(torch.int64) if p.bf16 else p.x2, packed.view(torch.int64), scales,
         p.rb.reshape(-1) if p.rb is not None else ts, ts, nblk, p.N // p.K, cpad, _seed(p),
         BR=br, K=p.K, SR=p.sr_mode, SR_BITS=int(p.sr_bits), IN_BF16=p.bf16, CUBLAS=p.scale_layout == "cublas",
@@ -250,7 +250,7 @@ def rows_split(p: Plan, ts, packed, scales, cpad):
     nblk = p.M * p.N // p.K
     _, br, w = p.rows_tile
     br = p.BM or br
-    fast_launch.run(rowwise.quantize_rows_split_kernel, (triton.cdiv(nblk, br),),
+    rowwise.quantize_rows_split_kernel[(triton.cdiv(nblk, br),)](
         p.x2.view(torch.int64), packed.view(torch.int16), scales, ts, nblk, p.N // p.K, cpad, BR=br, K=p.K,
         CUBLAS=p.scale_layout == "cublas", num_warps=p.num_warps or w, **scheme_flags(p.sch))
 
@@ -284,7 +284,7 @@ def cols(p: Plan, ts, packed, scales, cpad):
     sview = scales if nb == 1 else scales.view(torch.int16 if nb == 2 else torch.int32)
     (thr, dthr, mags), eflags = _table_args(p)
     sgn = 0 if p.rp is None else p.rp[0]
-    fast_launch.run(columnwise.quantize_cols_kernel, (triton.cdiv(p.M, bc), nsc // nb),
+    columnwise.quantize_cols_kernel[(triton.cdiv(p.M, bc), nsc // nb)](
         p.x2.view(torch.int16) if p.bf16 else p.x2, packed.view(torch.int64), sview, r_in, thr, dthr, mags, ts, p.M,
         p.sxn, srr, p.N // 16, nsc, cpad, _seed(p), sign_words(sgn), 0,
         BC=bc, K=p.K, NB=nb, FAST=p.fast, SR=p.sr_mode, SR_BITS=int(p.sr_bits), IN_BF16=p.bf16,
@@ -300,7 +300,7 @@ def cols_tile_launch(p: Plan, ts, packed, scales, cpad):
     bc = p.BN or p.cfg.cols_tile_columns
     nbands = min(p.cfg.cols_tile_bands if p.BM is None else p.BM, nsc)
     (thr, dthr, mags), eflags = _table_args(p)
-    fast_launch.run(columnwise.quantize_cols_tile_kernel, (triton.cdiv(p.M, bc), triton.cdiv(nsc, nbands)),
+    columnwise.quantize_cols_tile_kernel[(triton.cdiv(p.M, bc), triton.cdiv(nsc, nbands))](
         p.x2.view(torch.int16) if p.bf16 else p.x2, packed.view(torch.int64), scales, r_in, thr, dthr, mags, ts,
         p.N, p.M, p.sxn, srr, p.N // 16, nsc, cpad, _seed(p),
         BC=bc, K=p.K, FAST=p.fast, SR=p.sr_mode, SR_BITS=int(p.sr_bits), IN_BF16=p.bf16,
@@ -329,7 +329,7 @@ def rows_wide(p: Plan, ts, codes, scales, cpad):
     nblk = p.M * p.N // p.K
     br, w = p.cfg.rows_wide
     br = p.BM or br
-    fast_launch.run(mx_wide.quantize_rows_wide_kernel, (triton.cdiv(nblk, br),),
+    mx_wide.quantize_rows_wide_kernel[(triton.cdiv(nblk, br),)](
         p.x2.view(torch.int16) if p.bf16 else p.x2, codes, scales, p.rb.reshape(-1) if p.rb is not None else ts, ts,
         nblk, p.N // p.K, cpad, _seed(p), BR=br, K=p.K, IN_BF16=p.bf16, SR=p.sr_mode, SR_BITS=int(p.sr_bits),
         CUBLAS=p.scale_layout == "cublas", num_warps=p.num_warps or w, **wide_flags(p.sch))
@@ -346,7 +346,7 @@ def cols_wide(p: Plan, ts, codes, scales, cpad):
     r_in, srr = _col_bits(p, ts)
     nsc = p.N // p.K
     bc, nb, w = cols_wide_tile(p)
-    fast_launch.run(mx_wide.quantize_cols_wide_kernel, (triton.cdiv(p.M, bc), triton.cdiv(nsc, nb)),
+    mx_wide.quantize_cols_wide_kernel[(triton.cdiv(p.M, bc), triton.cdiv(nsc, nb))](
         p.x2.view(torch.int16) if p.bf16 else p.x2, codes, scales, r_in, ts, p.N, p.M, p.sxn, srr, nsc, cpad,
         _seed(p), BC=bc, NB=nb, K=p.K, IN_BF16=p.bf16, SR=p.sr_mode, SR_BITS=int(p.sr_bits),
         CUBLAS=p.scale_layout == "cublas", num_warps=p.num_warps or w, **wide_flags(p.sch))
@@ -365,14 +365,14 @@ def hif4_launch(p: Plan, packed, scales, e1_8, e1_16, flag):
     if p.rowwise:
         br, w = p.cfg.hif4_rows
         br = p.BM or br
-        fast_launch.run(hif4.quantize_hif4_rows_kernel, (triton.cdiv(p.M * G, br),),
+        hif4.quantize_hif4_rows_kernel[(triton.cdiv(p.M * G, br),)](
             p.x2.view(torch.int64) if p.bf16 else p.x2, packed.view(torch.int32), scales, e1_8.view(torch.int64),
             e1_16.view(torch.int64), flag, p.M * G, BR=br, IN_BF16=p.bf16, SPLIT=p.x2.dtype == torch.float32,
             num_warps=p.num_warps or w)
         return
     br, w = p.cfg.hif4_cols
     br = p.BM or br
-    fast_launch.run(hif4.quantize_hif4_cols_kernel, (triton.cdiv(p.M, br), G),
+    hif4.quantize_hif4_cols_kernel[(triton.cdiv(p.M, br), G)](
         p.x2.view(torch.int16) if p.bf16 else p.x2, packed.view(torch.int32), scales, e1_8, e1_16, flag, p.M, G,
         p.sxn, BR=br, EVEN=p.M % br == 0, IN_BF16=p.bf16, SPLIT=p.x2.dtype == torch.float32,
         num_warps=p.num_warps or w)
@@ -413,15 +413,15 @@ def two_level_consts(sch, dev, *, amax=None, s_enc_dec=None, sr_bits: int = 8):
     kw = dict(num=num, rcp_max=_rcp_max(sch), sr_scale=float(1 << int(sr_bits)), num_warps=1)
     if amax is not None:
         a = amax.reshape(1)
-        fast_launch.run(tile.two_level_consts_kernel, (1,), a, a, a, ts, 0.0, 0.0, MODE=0, **kw)
+        tile.two_level_consts_kernel[(1,)](a, a, a, ts, 0.0, 0.0, MODE=0, **kw)
         return ts
     s_enc, s_dec = s_enc_dec
     if isinstance(s_enc, torch.Tensor) or isinstance(s_dec, torch.Tensor):
         se = torch.as_tensor(s_enc, device=dev).reshape(1).to(torch.float32)
         sd = torch.as_tensor(s_dec, device=dev).reshape(1).to(torch.float32)
-        fast_launch.run(tile.two_level_consts_kernel, (1,), ts, se, sd, ts, 0.0, 0.0, MODE=1, **kw)
+        tile.two_level_consts_kernel[(1,)](ts, se, sd, ts, 0.0, 0.0, MODE=1, **kw)
     else:
-        fast_launch.run(tile.two_level_consts_kernel, (1,), ts, ts, ts, ts, tb.f32(s_enc), tb.f32(s_dec), MODE=2, **kw)
+        tile.two_level_consts_kernel[(1,)](ts, ts, ts, ts, tb.f32(s_enc), tb.f32(s_dec), MODE=2, **kw)
     return ts
 
 
@@ -451,7 +451,7 @@ def tile_launch(p: Plan, ts, packed, scales, cpad):
     else:
         r2, srm, srn = p.x2, 0, 0
     (thr, dthr, mags), eflags = _table_args(p)
-    fast_launch.run(tile.quantize_tile_kernel, (triton.cdiv(p.M, BM), triton.cdiv(p.N, BN)),
+    tile.quantize_tile_kernel[(triton.cdiv(p.M, BM), triton.cdiv(p.N, BN))](
         p.x2.view(torch.int16) if p.bf16 else p.x2, packed, scales, r2, thr, dthr, mags, ts, p.M, p.N, p.sxm, p.sxn,
         packed.stride(0), scales.stride(0), srm, srn,
         BM=BM, BN=BN, K=p.K, TILE_R=p.R, SR=p.rounding == "sr", BF16=p.bf16,
@@ -467,7 +467,7 @@ def global_amax(x2, M, N, sxm, sxn, config=None):
     out = torch.zeros(1, dtype=torch.int32, device=x2.device)
     grid = (max(1, -(-M // BM)), max(1, -(-N // BN)))
     bf16 = x2.dtype == torch.bfloat16
-    fast_launch.run(tile.amax_kernel, grid, x2.view(torch.int16) if bf16 else x2, out, M, N, sxm, sxn, BM=BM, BN=BN, BF16=bf16,
+    tile.amax_kernel[grid](x2.view(torch.int16) if bf16 else x2, out, M, N, sxm, sxn, BM=BM, BN=BN, BF16=bf16,
                            num_warps=w)
     return out.view(torch.float32)[0]
 
@@ -484,11 +484,11 @@ def rht_global_amax(x2, M, N, sxm, sxn, rp, config=None):
     if sxn == 1 and sxm == N:
         nch = M * N // 16
         br, w = cfg.rht_amax_rows
-        fast_launch.run(rht.rht_amax_rows_kernel, (triton.cdiv(nch, br),),
+        rht.rht_amax_rows_kernel[(triton.cdiv(nch, br),)](
             x2.view(torch.int64) if bf16 else x2, out, nch, sign_words(signs), BR=br, num_warps=w, **kw)
     elif sxm == 1:
         bc, nb, w = cfg.rht_amax_cols
-        fast_launch.run(rht.rht_amax_cols_kernel, (triton.cdiv(M, bc), triton.cdiv(N // 16, nb)),
+        rht.rht_amax_cols_kernel[(triton.cdiv(M, bc), triton.cdiv(N // 16, nb))](
             x2.view(torch.int16) if bf16 else x2, out, N, M, sxn, sign_words(signs), BC=bc, NB=nb, num_warps=w, **kw)
     else:
         raise NotImplementedError("rht amax: a contiguous tensor (rowwise) or a 2-D tensor with unit column stride")
@@ -513,7 +513,7 @@ def rht_apply(x2, M, N, sxm, sxn, rp, config=None):
     y2, sym, syn = like_matrix(x2, sxm, sxn)
     bf16 = x2.dtype == torch.bfloat16
     BM, w = cfg.rht_apply
-    fast_launch.run(rht.rht_apply_kernel, (triton.cdiv(M, BM), N // 16),
+    rht.rht_apply_kernel[(triton.cdiv(M, BM), N // 16)](
         x2.view(torch.int16) if bf16 else x2, y2, M, sxm, sxn, sym, syn, sign_words(signs), BM=BM, IN_BF16=bf16,
         SIGNS=signs_constexpr(signs, cfg), OUT_BF16=out_bf16, BF16_CVT=bf16_cvt(cfg), num_warps=w)
     return y2

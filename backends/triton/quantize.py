@@ -50,7 +50,7 @@ from fp4spec.rht import MMA_PREFIX
 
 from .. import torch_backend as tb
 from ..base import resolve_scheme
-from . import capability, fast_launch, launch, mma
+from . import capability, launch, mma
 from .config import resolve_config
 from .kernels import hif4, mx_wide, rowwise, tile
 from .launch import Plan, as_matrix, global_amax, mx_consts, rht_global_amax, tables, two_level_consts
@@ -366,14 +366,14 @@ def dequantize_packed(packed, scales, global_scale, scheme, *, BM=None, BN=None,
     if variant != "tile" and rows_ok:
         nblk = M * N // K
         br = BM or max(1, cfg.dequant_elements // K)
-        fast_launch.run(rowwise.dequantize_rows_kernel, (triton.cdiv(nblk, br),),
+        rowwise.dequantize_rows_kernel[(triton.cdiv(nblk, br),)](
             packed.view(torch.int32), scales, vals, g, out, nblk, BR=br, K=K, MX=mx,
             FAST=sch.element.name == "e2m1", num_warps=num_warps or cfg.dequant_warps)
         return out
     tr, tc, tw = cfg.dequant_tile
     BN = max(K, min(BN or tc, triton.next_power_of_2(N)))
     BM = min(BM or tr, triton.next_power_of_2(M))
-    fast_launch.run(tile.dequantize_tile_kernel, (triton.cdiv(M, BM), triton.cdiv(N, BN)),
+    tile.dequantize_tile_kernel[(triton.cdiv(M, BM), triton.cdiv(N, BN))](
         packed, scales, vals, g, out, M, N, packed.stride(0), scales.stride(0), out.stride(0), BM=BM, BN=BN, K=K,
         MX=mx, num_warps=num_warps or tw)
     return out
@@ -390,7 +390,7 @@ def _dequantize_wide(codes, scales, sch, cfg, BM, num_warps, variant):
     nblk = M * N // K
     br = BM or max(1, cfg.dequant_elements // K)
     if nblk:
-        fast_launch.run(mx_wide.dequantize_rows_wide_kernel, (triton.cdiv(nblk, br),),
+        mx_wide.dequantize_rows_wide_kernel[(triton.cdiv(nblk, br),)](
             codes, scales, tables(sch.element.name, str(codes.device))[3], out, nblk, BR=br, K=K,
             num_warps=num_warps or cfg.dequant_warps)
     return out
@@ -407,7 +407,7 @@ def dequantize_hif4(packed, scales, e1_8, e1_16, *, BM=None, num_warps=None, con
     ngrp = M * N // 64
     br = BM or max(1, cfg.dequant_elements // 64)
     if ngrp:
-        fast_launch.run(hif4.dequantize_hif4_kernel, (triton.cdiv(ngrp, br),),
+        hif4.dequantize_hif4_kernel[(triton.cdiv(ngrp, br),)](
             packed.view(torch.int32), scales, e1_8, e1_16, out, ngrp, BR=br, num_warps=num_warps or cfg.dequant_warps)
     return out
 
