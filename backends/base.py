@@ -187,6 +187,9 @@ class Capabilities:
             :class:`~fp4spec.AccumulatorModel` objects registered there) that
             :meth:`Backend.matmul` implements bit for bit. Required with ``"matmul"``, and
             only allowed with it. Stored as names.
+        matmul_schemes: the claimed schemes :meth:`Backend.matmul` takes as operands (a GEMM
+            kernel may take fewer element formats than the quantizers); empty: every claimed
+            scheme. Only allowed with ``"matmul"``.
         sr_source: where ``rounding="sr"`` takes its randomness: ``"rbits"`` (the ``rbits`` it is
             given, bit for bit: checked against the reference) or ``"own"`` (its own random
             numbers, as hardware SR with an on-chip generator: only the statistical properties
@@ -206,6 +209,7 @@ class Capabilities:
     any_overrides: bool = False
     notes: str = ""
     accumulators: tuple[str, ...] = ()
+    matmul_schemes: tuple = ()
     rht: tuple[str, ...] = ()
     sr_source: str = "rbits"
 
@@ -244,6 +248,14 @@ class Capabilities:
             raise BackendError("accumulators: operation 'matmul' is claimed but no accumulator model is named; "
                                f"give the models it implements bit for bit, among {_known_accumulators()}")
         object.__setattr__(self, "accumulators", accs)
+        mm = tuple(scheme_spec(s) for s in _tuple_of_str(self.matmul_schemes, "matmul_schemes"))
+        if mm and "matmul" not in ops:
+            raise BackendError("matmul_schemes: given but operation 'matmul' is not claimed")
+        stray = [m for m in mm if m not in specs]
+        if stray:
+            raise BackendError(f"matmul_schemes: {stray[0]!r} is not among the claimed schemes "
+                               f"({', '.join(specs)})")
+        object.__setattr__(self, "matmul_schemes", mm)
         rhts = []
         for spec in (self.rht,) if isinstance(self.rht, (str, RHT)) else _tuple_of_str(self.rht, "rht"):
             spec = check_rht_spec(spec)

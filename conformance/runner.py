@@ -171,7 +171,8 @@ def split_properties(properties) -> tuple[list[str] | None, list[str]]:
 
 def plan_matmul(backend, caps, *, schemes=None, accumulators=None, families=FAMILIES) -> list[MatmulItem]:
     """The matmul rows of a run: every family for every accumulator model claimed (or asked
-    for), A and B drawn from the claimed (or asked) schemes, by name, that the model takes.
+    for), A and B drawn from the claimed (or asked) schemes, by name, that the backend's GEMM
+    claims (``Capabilities.matmul_schemes``) and the model takes.
 
     Raises BackendError for an accumulator model that is unknown or not claimed (usage errors).
     """
@@ -191,10 +192,11 @@ def plan_matmul(backend, caps, *, schemes=None, accumulators=None, families=FAMI
         return []
     if not caps.supports("matmul"):
         return [MatmulItem("", "", reason="operation 'matmul' not claimed")]
+    takes_all = {resolve_scheme(s).name for s in (caps.matmul_schemes or caps.schemes)}
     names = []
     for spec in (schemes or caps.schemes):
         name = resolve_scheme(spec).name
-        if name not in names:
+        if name not in names and name in takes_all:  # the operands the backend's GEMM claims
             names.append(name)
     items = []
     for acc in (list(dict.fromkeys(accumulators)) if accumulators else claimed):

@@ -27,6 +27,18 @@ def _on(device):
     return torch.cuda.device(device)
 
 
+def _gemm_takes(spec) -> bool:
+    """Whether the GEMM kernel takes operands of this scheme (:func:`.gemm.operand_format`:
+    E2M1, E1M2 and INT4 elements with their block scales; the quantizers take more)."""
+    from ..base import BackendError
+    from .gemm import operand_format
+
+    try:
+        operand_format(resolve_scheme(spec))
+    except BackendError:
+        return False
+    return True
+
 class TritonBackend(Backend):
     """Triton kernels (GPU, or the CPU interpreter under TRITON_INTERPRET=1). ``config``: a
     :class:`.config.TritonConfig` (None: the shipped one)."""
@@ -54,8 +66,10 @@ class TritonBackend(Backend):
         mx = [f"mxfp4:scale_rule={r}" if r != "floor" else "mxfp4" for r in capability.MX_RULES]
         mx += ["mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2"]
         accs = capability.claimed_accumulators(self.device)  # ("sm90-bf16",) on Hopper only
+        schemes = (*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4")
         return Capabilities(
-            schemes=(*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4"),
+            schemes=schemes,
+            matmul_schemes=tuple(s for s in schemes if _gemm_takes(s)) if accs else (),
             rounding=capability.ROUNDINGS,
             scheme_rounding={"hif4": ("rne",)},
             operations=("quantize", "dequantize", "pack") + (("matmul",) if accs else ()),

@@ -145,6 +145,24 @@ def test_capabilities_validate_and_answer():
         Capabilities(schemes=("mxfp4",), sr_bits=(0,))
 
 
+def test_capabilities_matmul_schemes():
+    """A GEMM may take fewer schemes than the quantizers: conform draws its operands from
+    those only."""
+    from fp4spec.conformance.runner import plan_matmul
+
+    caps = Capabilities(schemes=("mxfp4", "mxfp8_e4m3", "nvfp4"), operations=("matmul",), accumulators=("exact",),
+                        matmul_schemes=("mxfp4", "nvfp4"))
+    assert caps.matmul_schemes == ("mxfp4", "nvfp4")
+    drawn = {s for item in plan_matmul(None, caps) for s in item.schemes}
+    assert drawn and "mxfp8_e4m3" not in drawn
+    every = Capabilities(schemes=("mxfp4", "mxfp8_e4m3"), operations=("matmul",), accumulators=("exact",))
+    assert "mxfp8_e4m3" in {s for item in plan_matmul(None, every) for s in item.schemes}
+    with pytest.raises(BackendError, match="matmul_schemes: 'hif4' is not among the claimed schemes"):
+        Capabilities(schemes=("mxfp4",), operations=("matmul",), accumulators=("exact",), matmul_schemes=("hif4",))
+    with pytest.raises(BackendError, match="matmul_schemes: given but operation 'matmul' is not claimed"):
+        Capabilities(schemes=("mxfp4",), matmul_schemes=("mxfp4",))
+
+
 def test_capabilities_rht_specs():
     from fp4spec.rht import RHT
 
