@@ -28,13 +28,13 @@ RULES = ("mse", "mae", "abs_max")
 ROUNDINGS = ("rne", "rna", "rtz", "rup", "rdn", "rto", "sr")
 
 
-def _scheme(rule="mse"):
-    return fp4spec.get_scheme("if4", scale_rule=rule)
+def _scheme(rule="mse", name="if4"):
+    return fp4spec.get_scheme(name, scale_rule=rule)
 
 
-def _both(x, rule, rounding="rne", seed=0):
-    """(scalar reference, emulator) of x, with random bits for ``sr``."""
-    sch = _scheme(rule)
+def _both(x, rule, rounding="rne", seed=0, name="if4"):
+    """(scalar reference, emulator) of x under scheme ``name``, with random bits for ``sr``."""
+    sch = _scheme(rule, name)
     rb = np.random.default_rng(seed).integers(0, 256, x.shape) if rounding == "sr" else None
     return (if4.quantize_reference(x, sch, rounding=rounding, rbits=rb),
             fp4spec.quantize(x, sch, rounding=rounding, rbits=rb))

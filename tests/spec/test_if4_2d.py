@@ -11,14 +11,15 @@ reference == emulator bit for bit.
 
 import numpy as np
 import pytest
+import test_if4  # the IF4 comparison helpers (a sibling test module)
+from fp4spec.conformance import builders, selection
+from fp4spec.emulator import if4 as E
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fp4spec
 from fp4spec import if4
-from fp4spec.conformance import builders, selection
-from fp4spec.emulator import if4 as E
 from fp4spec.scaling import torch_cpu_row_sum
 
 F32 = np.float32
@@ -30,16 +31,7 @@ def _scheme(rule="mse"):
 
 
 def _both(x, rule, rounding="rne", seed=0):
-    sch = _scheme(rule)
-    rb = np.random.default_rng(seed).integers(0, 256, x.shape) if rounding == "sr" else None
-    return (if4.quantize_reference(x, sch, rounding=rounding, rbits=rb),
-            fp4spec.quantize(x, sch, rounding=rounding, rbits=rb))
-
-
-def _assert_same(a, b):
-    assert np.array_equal(a.codes, b.codes), np.argwhere(a.codes != b.codes)[:3]
-    assert np.array_equal(a.scales, b.scales), np.argwhere(a.scales != b.scales)[:3]
-    assert F32(a.global_scale).view(np.uint32) == F32(b.global_scale).view(np.uint32)
+    return test_if4._both(x, rule, rounding, seed, name="if4_2d")
 
 
 # -- the definition --------------------------------------------------------------------------------
@@ -62,7 +54,7 @@ def test_a_tile_is_one_block():
     q = fp4spec.quantize(x, "if4_2d")
     assert len(set(q.scales[:, 0].tolist())) == 1 and q.scales[0, 0] & 0x80
     assert len(set(q.scales[:, 1].tolist())) == 1 and not q.scales[0, 1] & 0x80
-    _assert_same(if4.quantize_reference(x, _scheme()), q)
+    test_if4._assert_same(if4.quantize_reference(x, _scheme()), q)
     q1 = fp4spec.quantize(x, "if4")
     assert not q1.scales[0, 0] & 0x80  # as 1 x 16 blocks the first row takes E2M1
 
@@ -102,7 +94,7 @@ def test_torch_cpu_row_sum_refuses_unmodelled_lengths():
 def test_every_scale_code_reference_equals_emulator(rule, rounding):
     x = builders.if4_every_scale_code(np.random.default_rng(5), tile_rows=16)
     ref, emu = _both(x, rule, rounding)
-    _assert_same(ref, emu)
+    test_if4._assert_same(ref, emu)
     assert set(ref.scales[0] & 0x7F) == set(range(1, 127))
     assert (ref.scales >= 0x80).any() and (ref.scales < 0x80).any()
 
@@ -114,14 +106,14 @@ def test_adversarial_kinds_reference_equals_emulator(rule):
     for kind in builders.kinds_for(sch):
         g = builders.global_amax(rng, sch, int(rng.integers(-3, 9)))
         x = builders.build_tensor(rng, sch, kind, block_rows=2, block_cols=2, amax=g, spread=20)
-        _assert_same(*_both(x, rule, "sr" if kind == "ties" else "rne", seed=int(rng.integers(1 << 30))))
+        test_if4._assert_same(*_both(x, rule, "sr" if kind == "ties" else "rne", seed=int(rng.integers(1 << 30))))
 
 
 @pytest.mark.parametrize("rule", ("mse", "mae"))
 def test_selection_near_ties_reference_equals_emulator(rule):
     rng = np.random.default_rng(7)
     x = selection.near_tie_tensor(rng, _scheme(rule), rows=1, cols=3)
-    _assert_same(*_both(x, rule))
+    test_if4._assert_same(*_both(x, rule))
 
 
 def test_dequantize_reference_equals_emulator():
@@ -136,7 +128,7 @@ def test_dequantize_reference_equals_emulator():
                     elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=True)),
        rule=st.sampled_from(RULES), rounding=st.sampled_from(("rne", "rna", "rtz", "sr")))
 def test_hypothesis_reference_equals_emulator(x, rule, rounding):
-    _assert_same(*_both(x, rule, rounding))
+    test_if4._assert_same(*_both(x, rule, rounding))
 
 
 # -- errors ----------------------------------------------------------------------------------------
@@ -147,7 +139,7 @@ def test_rows_must_fill_tiles_or_pad():
         fp4spec.quantize(x, "if4_2d")
     q = fp4spec.quantize(x, "if4_2d", pad=True)
     assert q.codes.shape == (32, 16) and q.scales.shape == (32, 1)
-    _assert_same(if4.quantize_reference(x, _scheme(), pad=True), q)
+    test_if4._assert_same(if4.quantize_reference(x, _scheme(), pad=True), q)
     assert fp4spec.dequantize(q).shape == (20, 16)
     with pytest.raises(ValueError, match="x: if4_2d uses 16x16 tiles over the last two axes; x has one dimension"):
         fp4spec.quantize(np.ones(16, np.float32), "if4_2d")
