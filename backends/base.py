@@ -339,7 +339,8 @@ class Backend:
         whose ``axis`` is that last axis and whose ``shape`` is x's.
 
         ``rbits`` (``rounding="sr"`` only): uint32 integers in ``[0, 2**sr_bits)``, x's shape,
-        one per element, used as :func:`fp4spec.quantize` uses them.
+        one per element, used as :func:`fp4spec.quantize` uses them (backends of torch tensors
+        get an int64 tensor, or int32 where the caller's bits were int32).
 
         ``rht``: None, or a resolved :class:`fp4spec.rht.RHT` that
         ``capabilities().supports_rht`` accepts. Then x is first transformed along its last

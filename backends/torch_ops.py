@@ -64,11 +64,12 @@ def to_numpy(a):
 
 # -- input preparation (fp4spec.scaling.prepare_input for torch tensors) ---------------------------
 
-def check_rbits_tensor(rbits, shape, sr_bits: int, device, *, check: bool = True):
+def check_rbits_tensor(rbits, shape, sr_bits: int, device, *, check: bool = True, keep_int32: bool = False):
     """:func:`fp4spec.rounding.check_rbits` for numpy or torch rbits: an int64 tensor of x's
     ``shape`` on ``device`` (broadcast, not copied). The range check of torch rbits reads
     their min and max, one device-to-host transfer; ``check=False`` skips it (numpy rbits are
-    always checked: no transfer)."""
+    always checked: no transfer). ``keep_int32``: int32 torch rbits stay int32 (the backends
+    convert what they need; a 16384^2 int64 copy is 2 GiB written and read again)."""
     torch = _torch()
     if not isinstance(rbits, torch.Tensor):
         from fp4spec.rounding import check_rbits
@@ -77,7 +78,8 @@ def check_rbits_tensor(rbits, shape, sr_bits: int, device, *, check: bool = True
         return torch.from_numpy(rb).to(device)
     if rbits.dtype.is_floating_point or rbits.dtype.is_complex or rbits.dtype == torch.bool:
         raise ValueError(f"rbits: dtype {rbits.dtype} is not an integer dtype")
-    rb = rbits.detach().to(device=device, dtype=torch.int64)
+    keep = keep_int32 and rbits.dtype == torch.int32
+    rb = rbits.detach().to(device=device, dtype=torch.int32 if keep else torch.int64)
     if check and rb.numel():
         lo, hi = torch.aminmax(rb)
         lo, hi = int(lo), int(hi)
@@ -103,7 +105,8 @@ def prepare_tensor(x, layout, rbits=None, sr_bits: int = 8, *, check: bool = Tru
     xm = torch.movedim(x, layout.axis, -1)
     rb = None
     if rbits is not None:
-        rb = torch.movedim(check_rbits_tensor(rbits, layout.shape, sr_bits, x.device, check=check), layout.axis, -1)
+        rb = check_rbits_tensor(rbits, layout.shape, sr_bits, x.device, check=check, keep_int32=True)
+        rb = torch.movedim(rb, layout.axis, -1)
     if layout.is_padded:
         w = layout.widths
         spec = (0, w[-1]) if len(w) < 2 or not w[-2] else (0, w[-1], 0, w[-2])

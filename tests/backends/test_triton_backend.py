@@ -249,3 +249,21 @@ def test_fast_dequantize_packed(backend, name, over):
         got = got.cpu().numpy()
         assert np.array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_array_equal(got.view(np.uint32)[~np.isnan(got)], want.view(np.uint32)[~np.isnan(want)])
+
+
+@pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
+@pytest.mark.parametrize("axis,rb_shape", [(-1, (64, 96)), (-1, (96,)), (0, (64, 96))], ids=["rows", "broadcast", "axis0"])
+def test_public_sr_rbits_of_any_integer_dtype(name, axis, rb_shape):
+    """fp4spec.quantize with torch rbits: int32 bits reach the triton kernels without an int64
+    copy, broadcast bits are materialized, and every dtype and backend gives the bits numpy
+    rbits give."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    rb = rng.integers(0, 256, rb_shape)
+    want = fp4spec.quantize(x, name, rounding="sr", rbits=rb, axis=axis, backend="numpy")
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    for dtype in (torch.int32, torch.int64, torch.uint8):
+        for backend in ("triton", "torch"):
+            q = fp4spec.quantize(torch.from_numpy(x).to(dev), name, rounding="sr", rbits=torch.from_numpy(rb).to(dev, dtype),
+                                 axis=axis, backend=backend)
+            assert q.equals(want), (dtype, backend)
