@@ -39,6 +39,7 @@ def _gemm_takes(spec) -> bool:
         return False
     return True
 
+
 class TritonBackend(Backend):
     """Triton kernels (GPU, or the CPU interpreter under TRITON_INTERPRET=1). ``config``: a
     :class:`.config.TritonConfig` (None: the shipped one)."""

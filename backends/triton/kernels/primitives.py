@@ -718,9 +718,6 @@ def _rbits4(r_ptr, seed, g, mask, SR: tl.constexpr, SR_BITS: tl.constexpr):
         r2 = tl.load(p + 2, mask=mask, other=0).to(tl.float32)
         r3 = tl.load(p + 3, mask=mask, other=0).to(tl.float32)
     else:
-        u0, u1, u2, u3 = tl.randint4x(seed, g)
-        r0 = (u0.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
-        r1 = (u1.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
-        r2 = (u2.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
-        r3 = (u3.to(tl.uint32) >> (32 - SR_BITS)).to(tl.float32)
+        u0, u1, u2, u3 = _philox_bits4(seed, g, SR_BITS)
+        r0, r1, r2, r3 = u0.to(tl.float32), u1.to(tl.float32), u2.to(tl.float32), u3.to(tl.float32)
     return r0, r1, r2, r3
