@@ -40,13 +40,13 @@ F32 = np.float32
 RULES = ("mse", "mae", "abs_max")
 
 
-def _theirs(x, rule):
-    codes, scales, amax = F.quantize(x, "if4", rule)
+def _theirs(x, rule, **kw):
+    codes, scales, amax = F.quantize(x, "if4", rule, **kw)
     return codes, scales, F.decode_scale(amax, 448.0, 6.0)
 
 
-def _equal(x, rule, want) -> bool:
-    codes, scales, g = _theirs(x, rule)
+def _equal(x, rule, want, **kw) -> bool:
+    codes, scales, g = _theirs(x, rule, **kw)
     return (np.array_equal(codes, np.asarray(want.codes)) and np.array_equal(scales, np.asarray(want.scales))
             and F32(g).view(np.uint32) == F32(want.global_scale).view(np.uint32))
 
@@ -120,17 +120,6 @@ def test_smallest_input_tiny_tensor():
 
 # -- IF4 16 x 16 tiles -------------------------------------------------------------------------------
 
-def _theirs_2d(x, rule):
-    codes, scales, amax = F.quantize(x, "if4", rule, block_scale_2d=True)
-    return codes, scales, F.decode_scale(amax, 448.0, 6.0)
-
-
-def _equal_2d(x, rule, want) -> bool:
-    codes, scales, g = _theirs_2d(x, rule)
-    return (np.array_equal(codes, np.asarray(want.codes)) and np.array_equal(scales, np.asarray(want.scales))
-            and F32(g).view(np.uint32) == F32(want.global_scale).view(np.uint32))
-
-
 @pytest.mark.parametrize("rule", RULES)
 def test_2d_ordinary_tensors_equal(rule):
     rng = np.random.default_rng(10)
@@ -142,7 +131,7 @@ def test_2d_ordinary_tensors_equal(rule):
             x[:16, :32] = rng.uniform(-1, 1, (16, 32))  # tiles the INT4 grid suits
         x *= F32(2.0 ** int(rng.integers(-20, 20)))
         q = fp4spec.quantize(x, sch)
-        assert _equal_2d(x, rule, q)
+        assert _equal(x, rule, q, block_scale_2d=True)
         both |= set((q.scales >= 0x80).ravel().tolist())
     assert both == {False, True}
 
@@ -156,8 +145,8 @@ def test_2d_near_ties_equal(rule):
     other_order = 0
     for _ in range(4):
         x = selection.near_tie_tensor(rng, sch, rows=1, cols=4)
-        assert _equal_2d(x, rule, fp4spec.quantize(x, sch))
-        other_order += not _equal_2d(x, rule, if4_mistakes.quantize(x, sch, element_order=True))
+        assert _equal(x, rule, fp4spec.quantize(x, sch), block_scale_2d=True)
+        other_order += not _equal(x, rule, if4_mistakes.quantize(x, sch, element_order=True), block_scale_2d=True)
     assert other_order > 0
 
 
@@ -168,7 +157,7 @@ def test_2d_adversarial_tensors_equal_the_spec_or_its_named_departures(rule):
     for kind in builders.kinds_for(sch):
         for _ in range(4):
             x = builders.build_tensor(rng, sch, kind, block_rows=2, block_cols=2, spread=40)
-            assert _equal_2d(x, rule, if4_mistakes.quantize(x, sch, fouroversix=True)), kind
+            assert _equal(x, rule, if4_mistakes.quantize(x, sch, fouroversix=True), block_scale_2d=True), kind
 
 
 # -- NVFP4, NVINT4, MXFP4 under profile fouroversix -------------------------------------------------

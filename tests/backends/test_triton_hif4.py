@@ -26,13 +26,16 @@ import fp4spec  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from fp4spec.backends.base import BackendError  # noqa: E402
-from fp4spec.backends.triton import TritonBackend, capability  # noqa: E402
+from fp4spec.backends.triton import capability  # noqa: E402
 from fp4spec.backends.triton import quantize as trq  # noqa: E402
 from fp4spec.backends.triton.kernels import hif4 as khif4  # noqa: E402
 from fp4spec.emulator import hif4 as nh  # noqa: E402
 from fp4spec.hif4 import e6m2_value  # noqa: E402
 
 from .test_torch_generic import hif4_adversarial  # noqa: E402
+from . import test_triton_backend as _triton_tests  # noqa: E402
+
+backend = _triton_tests.backend  # the shared fixture: a TritonBackend, skipped where unavailable
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -40,14 +43,6 @@ F32 = np.float32
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 FIELDS = ("codes", "scales", "e1_8", "e1_16")
 DTYPES = ["float32", "bfloat16", "float16"]
-
-
-@pytest.fixture(scope="module")
-def backend():
-    b = TritonBackend()
-    if not b.is_available():
-        pytest.skip(b.is_available().reason)
-    return b
 
 
 # -- inputs -------------------------------------------------------------------------------------

@@ -25,11 +25,15 @@ import fp4spec  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from fp4spec.backends.base import BackendError  # noqa: E402
-from fp4spec.backends.triton import TritonBackend, capability, dequantize_packed, philox_rbits  # noqa: E402
+from fp4spec.backends.triton import capability, dequantize_packed, philox_rbits  # noqa: E402
 from fp4spec.backends.triton import quantize as trq  # noqa: E402
 from fp4spec.backends.triton.kernels import mx_wide  # noqa: E402
 from fp4spec.layouts import to_blocked  # noqa: E402
 from fp4spec.rht import RHT  # noqa: E402
+
+from . import test_triton_backend as _triton_tests  # noqa: E402
+
+backend = _triton_tests.backend  # the shared fixture: a TritonBackend, skipped where unavailable
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -37,14 +41,6 @@ F32 = np.float32
 NAMES = ["mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2"]
 RULES = ["floor", "ceil", "even", "rceil"]
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-@pytest.fixture(scope="module")
-def backend():
-    b = TritonBackend()
-    if not b.is_available():
-        pytest.skip(b.is_available().reason)
-    return b
 
 
 # -- inputs -------------------------------------------------------------------------------------
