@@ -49,6 +49,18 @@ def as_torch(x, device=None):
     return t if device is None else t.to(device)
 
 
+def bf16_rne(t):
+    """bfloat16 torch tensor of float32 ``t`` rounded to nearest even on its bit pattern
+    (overflow to +-Inf), every NaN 0x7FC0: :func:`fp4spec.rht.bf16_rne` with the float32 NaN
+    0x7FC00000, in integer ops (``Tensor.to(torch.bfloat16)`` gives NaN 0x7FC0 on the CPU but
+    0x7FFF on CUDA)."""
+    torch = _torch()
+    bits = t.contiguous().view(torch.int32)
+    r = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    r = torch.where(torch.isnan(t), torch.full_like(r, 0x7FC0), r)
+    return r.to(torch.int16).view(torch.bfloat16)
+
+
 def to_numpy(a):
     """A numpy array of a torch tensor (bfloat16 as ml_dtypes.bfloat16, exactly); others pass through."""
     torch = _torch()

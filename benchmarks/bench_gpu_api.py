@@ -10,7 +10,9 @@ a 16 x 64 tensor and a fake-quant linear ``dq(q(x)) @ dq(q(w)).T``, each with CU
 around the public call (host work included), and prints:
 
 * ms and the share of a bf16 copy's bandwidth for the bytes the call must move (x read, codes
-  and scales written), the copy timed in the same run;
+  and scales written), the copy timed in the same run; "pipelined": the same for calls back to
+  back between two events (the host queues the next call while the device runs this one, as in
+  a training loop: a call then costs the larger of its host and device times, not their sum);
 * for quantize, the time of the kernels alone (``quantize_packed`` on the prepared tensor:
   the public call's cost over the kernels it launches); for SR also the generic ``rows``
   kernel's and that of ``rows_sr`` with ``TritonConfig.rows_sr_fp32_pipe`` (checked equal);
@@ -31,7 +33,7 @@ from dataclasses import replace
 
 import torch
 
-from gpu_timing import copy_baseline, event_time, log
+from gpu_timing import copy_baseline, event_time, log, stream_time
 
 import fp4spec
 from fp4spec.backends.triton import DEFAULT_CONFIG, quantize_packed
@@ -68,6 +70,8 @@ QUANT = [  # (label, scheme, kwargs)
 ]
 
 
+#: --sweep: also time rows_sr's other tiles and its FP32-pipe encoder
+SWEEP = False
 #: rows_sr tiles timed beside the shipped one (TritonConfig.rows_sr_blocks / rows_sr_warps)
 SR_TILES = [(64, 2), (256, 4), (256, 8)]
 
@@ -105,12 +109,14 @@ def bench_quant(x, iters, t_copy, rows):
         if "rbits" in kw:  # given bits are read too (int32 per element)
             moved += kw["rbits"].numel() * kw["rbits"].element_size()
         bw = moved / t
-        kern = ""
+        copy_bw = 2 * x.numel() * x.element_size() / t_copy
+        tp = stream_time(lambda: fp4spec.quantize(xi, scheme, **kw), iters)
+        kern = f"pipelined {tp * 1e3:.3f} ms ({moved / tp / copy_bw:.0%}); "
         if q.backend == "triton" and "rht" not in kw and "pad" not in kw:
             pk = {k: v for k, v in kw.items() if k in ("axis", "rounding", "seed", "rbits")}
             tk = event_time(lambda: quantize_packed(xi, scheme, **pk), iters)
-            kern = f"{tk * 1e3:.3f} ms ({t / tk:.2f}x)"
-            rows_sr = (kw.get("rounding") == "sr" and kw.get("axis", -1) == -1
+            kern += f"{tk * 1e3:.3f} ms ({t / tk:.2f}x)"
+            rows_sr = (SWEEP and kw.get("rounding") == "sr" and kw.get("axis", -1) == -1
                        and fp4spec.get_scheme(scheme).element.name in SR_ELEMENTS)
             if rows_sr:  # the generic kernel SR ran on before rows_sr; its FP32-pipe encoder
                 tg = event_time(lambda: quantize_packed(xi, scheme, variant="rows", **pk), iters)
@@ -136,11 +142,15 @@ def bench_quant(x, iters, t_copy, rows):
 def bench_deq(x, iters, t_copy, rows):
     for scheme in ("nvfp4", "mxfp4", "mxfp8_e4m3", "hif4"):
         q = fp4spec.quantize(x, scheme)
-        t = event_time(lambda: fp4spec.dequantize(q), iters)
-        moved = out_bytes(q) + x.numel() * 4
-        rows.append((f"dequantize {scheme} -> fp32", "auto", t,
-                     f"{moved / t / (2 * x.numel() * x.element_size() / t_copy):.0%}", "", ""))
-        log(f"dequantize {scheme}: {t * 1e3:.3f} ms")
+        for dtype in (torch.float32, torch.bfloat16):
+            t = event_time(lambda: fp4spec.dequantize(q, dtype=dtype), iters)
+            tp = stream_time(lambda: fp4spec.dequantize(q, dtype=dtype), iters)
+            moved = out_bytes(q) + x.numel() * dtype.itemsize
+            copy_bw = 2 * x.numel() * x.element_size() / t_copy
+            name = str(dtype).replace("torch.", "")
+            rows.append((f"dequantize {scheme} -> {name}", "auto", t, f"{moved / t / copy_bw:.0%}",
+                         f"pipelined {tp * 1e3:.3f} ms ({moved / tp / copy_bw:.0%})", ""))
+            log(f"dequantize {scheme} -> {name}: {t * 1e3:.3f} ms, pipelined {tp * 1e3:.3f} ms")
 
 
 def peak_extra_bytes(fn) -> tuple:
@@ -229,11 +239,13 @@ def bench_gemm(n, iters, rows, models=GEMM_MODELS):
                     continue
                 bad = uncertified[0] if uncertified else 0
                 t = event_time(lambda: fp4spec.matmul(qa, qb, accumulator=model), max(3, iters // 4))
+                tp = stream_time(lambda: fp4spec.matmul(qa, qb, accumulator=model), max(3, iters // 4))
                 ok = bad == 0 and sampled_exact(qa, qb, model, out)
                 note = ("64x64 sampled == emulator" if ok else "DIFFERS") if bad == 0 else f"{bad} tiles uncertified"
                 rows.append((f"matmul {scheme} {model} {n}^3", "triton" if out.is_cuda else "?", t,
-                             f"{t_bf16 / t:.0%} of bf16", "", note))
-                log(f"matmul {scheme} {model}: {t * 1e3:.2f} ms ({t_bf16 / t:.0%} of bf16), {note}")
+                             f"{t_bf16 / t:.0%} of bf16", f"pipelined {tp * 1e3:.2f} ms ({t_bf16 / tp:.0%})", note))
+                log(f"matmul {scheme} {model}: {t * 1e3:.2f} ms ({t_bf16 / t:.0%} of bf16), pipelined "
+                    f"{tp * 1e3:.2f} ms ({t_bf16 / tp:.0%}), {note}")
         from fp4spec.backends.triton import gemm as G
 
         qa, qb = fp4spec.quantize(a, "mxfp4"), fp4spec.quantize(b, "mxfp4")
@@ -337,11 +349,12 @@ def bench_torchao(x, iters, rows):
     for label, fn in (("torchao nvfp4 (compiled)", ao_nv), ("torchao mxfp4 (compiled)", ao_mx)):
         try:
             t = event_time(lambda: fn(x), iters)
+            tp = stream_time(lambda: fn(x), iters)
         except Exception as exc:  # noqa: BLE001
             log(f"{label}: {type(exc).__name__}: {str(exc)[:120]}")
             continue
-        rows.append((label, "torchao", t, "", "", ""))
-        log(f"{label}: {t * 1e3:.3f} ms")
+        rows.append((label, "torchao", t, "", f"pipelined {tp * 1e3:.3f} ms", ""))
+        log(f"{label}: {t * 1e3:.3f} ms, pipelined {tp * 1e3:.3f} ms")
 
 
 def main():
@@ -351,7 +364,13 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--only", default="quant,deq,gemm,host,linear,torchao,memory")
     ap.add_argument("--gemm-models", default=",".join(GEMM_MODELS))
+    ap.add_argument("--sweep", action="store_true", help="also time rows_sr's other tiles and encoders")
+    ap.add_argument("--quant", default=None, help="comma-separated labels of QUANT to time (default: all)")
     args = ap.parse_args()
+    global SWEEP, QUANT
+    SWEEP = args.sweep
+    if args.quant:
+        QUANT = [r for r in QUANT if r[0] in args.quant.split(",")]
     only = set(args.only.split(","))
     log(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, fp4spec {fp4spec.__version__}")
     x = torch.randn(args.n, args.n, device="cuda", dtype=torch.bfloat16)

@@ -32,6 +32,24 @@ def event_time(fn, iters):
     return statistics.median(ts)
 
 
+def stream_time(fn, iters):
+    """Seconds per call when ``iters`` calls run back to back between two CUDA events (median of
+    three such runs): the host queues the next call while the device runs the last, as in a
+    training loop, so a call costs max(its host time, its device time) rather than their sum."""
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(3):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(iters):
+            fn()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b) / 1e3 / iters)
+    return statistics.median(ts)
+
+
 def cuda_time(fn, iters, per_graph=10):
     """Seconds per call of fn: median over `iters` replays of a CUDA graph holding `per_graph`
     calls."""

@@ -159,9 +159,15 @@ class TritonBackend(Backend):
             return f"{sch.name}: the kernels dequantize in TransformerEngine's order fp32(fp32(q * s) * S_dec)"
         return ""
 
-    def dequantize(self, q: QuantizedTensor):
+    #: ``dequantize(q, dtype=)`` writes these itself (``fp4spec.dequantize`` rounds the float32
+    #: values of other backends).
+    dequantize_dtypes = ("float32", "bfloat16")
+
+    def dequantize(self, q: QuantizedTensor, dtype: str = "float32"):
         """float32 values in q's shape (padding cropped), on q's device: the kernels read the
-        packed codes as stored (numpy q: on :attr:`device`, the values returned as numpy)."""
+        packed codes as stored (numpy q: on :attr:`device`, the values returned as numpy).
+        ``dtype="bfloat16"``: the kernels write those values rounded to bfloat16
+        (:func:`fp4spec.rht.bf16_rne`, NaN 0x7FC0)."""
         import torch
 
         from .quantize import dequantize_packed
@@ -180,20 +186,29 @@ class TritonBackend(Backend):
         s2 = scales.reshape(p2.shape[0], -1)
         if not p2.is_contiguous() or not s2.is_contiguous():
             p2, s2 = p2.contiguous(), s2.contiguous()
+        if dtype not in self.dequantize_dtypes:
+            raise ValueError(f"dtype: {dtype!r} is not one of {', '.join(map(repr, self.dequantize_dtypes))}")
+        out_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
         with _on(p2.device):
             if q.scheme.structure == "hif4":
                 from .quantize import dequantize_hif4
 
                 b8, b16 = ((t if last else torch.movedim(t, q.axis, -2)).reshape(*s2.shape, -1)
                            for t in (qt.e1_8, qt.e1_16))
-                out = dequantize_hif4(p2, s2, b8, b16, config=self.config)
+                out = dequantize_hif4(p2, s2, b8, b16, config=self.config, out_dtype=out_dtype)
             else:
-                out = dequantize_packed(p2, s2, qt.global_scale, q.scheme, config=self.config)
+                out = dequantize_packed(p2, s2, qt.global_scale, q.scheme, config=self.config, out_dtype=out_dtype)
         out = out.reshape(*lead, -1)
         out = out if last else torch.movedim(out, -1, q.axis)
         out = out[tuple(slice(0, n) for n in q.shape)] if q.padded else out
         out = out if out.is_contiguous() or nd == 0 else out.contiguous()
-        return np.ascontiguousarray(out.cpu().numpy()) if numpy_in else out
+        if not numpy_in:
+            return out
+        if dtype == "bfloat16":
+            import ml_dtypes
+
+            return np.ascontiguousarray(out.view(torch.int16).cpu().numpy()).view(ml_dtypes.bfloat16)
+        return np.ascontiguousarray(out.cpu().numpy())
 
     def pack(self, codes) -> np.ndarray:
         from fp4spec.packing import pack

@@ -343,20 +343,24 @@ def plan(x, sch: Scheme, axis, rounding, rbits, sr_bits, s_enc_dec, seed, scale_
 
 
 def dequantize_packed(packed, scales, global_scale, scheme, *, BM=None, BN=None, num_warps=None, variant=None,
-                      config=None):
+                      config=None, out_dtype=torch.float32):
     """float32 (M, N) from packed codes (M, N/2), scale codes (M, N/k) and the tensor scale
     S_dec (None for MX) on one device. ``variant``: None (the rowwise kernel for k a multiple
-    of 16 and contiguous operands, else the tile kernel), ``"rows"`` or ``"tile"``."""
+    of 16 and contiguous operands, else the tile kernel), ``"rows"`` or ``"tile"``.
+    ``out_dtype=torch.bfloat16``: those float32 values rounded to nearest even, NaN 0x7FC0
+    (:func:`fp4spec.rht.bf16_rne`), written by the same kernels."""
     sch = resolve_scheme(scheme)
     cfg = resolve_config(config)
+    bf16 = _out_bf16(out_dtype)
     if capability.is_mx_wide(sch):
-        return _dequantize_wide(packed, scales, sch, cfg, BM, num_warps, variant)
+        return _dequantize_wide(packed, scales, sch, cfg, BM, num_warps, variant, out_dtype)
     M, N = packed.shape[0], packed.shape[1] * 2
     K = sch.block_size
     dev = packed.device
     vals = tables(sch.element.name, str(dev))[3]
     g = _decode_scale(global_scale, dev)
-    out = torch.empty((M, N), dtype=torch.float32, device=dev)
+    out = torch.empty((M, N), dtype=out_dtype, device=dev)
+    ov = out.view(torch.int16) if bf16 else out
     mx = sch.structure == "mx"
     if variant not in (None, "rows", "tile"):
         raise ValueError(f"variant: {variant!r} is not None, 'rows' or 'tile'")
@@ -367,48 +371,58 @@ def dequantize_packed(packed, scales, global_scale, scheme, *, BM=None, BN=None,
         nblk = M * N // K
         br = BM or max(1, cfg.dequant_elements // K)
         rowwise.dequantize_rows_kernel[(triton.cdiv(nblk, br),)](
-            packed.view(torch.int32), scales, vals, g, out, nblk, BR=br, K=K, MX=mx,
-            FAST=sch.element.name == "e2m1", num_warps=num_warps or cfg.dequant_warps)
+            packed.view(torch.int32), scales, vals, g, ov, nblk, BR=br, K=K, MX=mx,
+            FAST=sch.element.name == "e2m1", OUT_BF16=bf16, num_warps=num_warps or cfg.dequant_warps)
         return out
     tr, tc, tw = cfg.dequant_tile
     BN = max(K, min(BN or tc, triton.next_power_of_2(N)))
     BM = min(BM or tr, triton.next_power_of_2(M))
     tile.dequantize_tile_kernel[(triton.cdiv(M, BM), triton.cdiv(N, BN))](
-        packed, scales, vals, g, out, M, N, packed.stride(0), scales.stride(0), out.stride(0), BM=BM, BN=BN, K=K,
-        MX=mx, num_warps=num_warps or tw)
+        packed, scales, vals, g, ov, M, N, packed.stride(0), scales.stride(0), out.stride(0), BM=BM, BN=BN, K=K,
+        MX=mx, OUT_BF16=bf16, num_warps=num_warps or tw)
     return out
 
 
-def _dequantize_wide(codes, scales, sch, cfg, BM, num_warps, variant):
+def _out_bf16(out_dtype) -> bool:
+    if out_dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"out_dtype: {out_dtype} is not torch.float32 or torch.bfloat16")
+    return out_dtype == torch.bfloat16
+
+
+def _dequantize_wide(codes, scales, sch, cfg, BM, num_warps, variant, out_dtype):
     """dequantize_packed of MX codes one per byte (M, N) (:mod:`.kernels.mx_wide`)."""
     if variant not in (None, "rows"):
         raise ValueError(f"variant: {variant!r} is not None or 'rows' ({sch.name}: one code per byte)")
     codes, scales = codes.contiguous(), scales.contiguous()
     M, N = codes.shape
     K = sch.block_size
-    out = torch.empty((M, N), dtype=torch.float32, device=codes.device)
+    out = torch.empty((M, N), dtype=out_dtype, device=codes.device)
+    bf16 = _out_bf16(out_dtype)
     nblk = M * N // K
     br = BM or max(1, cfg.dequant_elements // K)
     if nblk:
         mx_wide.dequantize_rows_wide_kernel[(triton.cdiv(nblk, br),)](
-            codes, scales, tables(sch.element.name, str(codes.device))[3], out, nblk, BR=br, K=K,
-            num_warps=num_warps or cfg.dequant_warps)
+            codes, scales, tables(sch.element.name, str(codes.device))[3], out.view(torch.int16) if bf16 else out,
+            nblk, BR=br, K=K, OUT_BF16=bf16, num_warps=num_warps or cfg.dequant_warps)
     return out
 
 
-def dequantize_hif4(packed, scales, e1_8, e1_16, *, BM=None, num_warps=None, config=None):
+def dequantize_hif4(packed, scales, e1_8, e1_16, *, BM=None, num_warps=None, config=None, out_dtype=torch.float32):
     """float32 (M, N) from HiF4 packed codes (M, N/2), E6M2 scale codes (M, G) and the
     micro-exponent bits (M, G, 8) and (M, G, 16), G = N/64, on one device (the layout
-    quantize_packed returns): :func:`fp4spec.emulator.hif4.hif4_dequantize`, exact."""
+    quantize_packed returns): :func:`fp4spec.emulator.hif4.hif4_dequantize`, exact.
+    ``out_dtype``: as :func:`dequantize_packed`'s."""
     cfg = resolve_config(config)
+    bf16 = _out_bf16(out_dtype)
     packed, scales, e1_8, e1_16 = (t.contiguous() for t in (packed, scales, e1_8, e1_16))
     M, N = packed.shape[0], packed.shape[1] * 2
-    out = torch.empty((M, N), dtype=torch.float32, device=packed.device)
+    out = torch.empty((M, N), dtype=out_dtype, device=packed.device)
     ngrp = M * N // 64
     br = BM or max(1, cfg.dequant_elements // 64)
     if ngrp:
         hif4.dequantize_hif4_kernel[(triton.cdiv(ngrp, br),)](
-            packed.view(torch.int32), scales, e1_8, e1_16, out, ngrp, BR=br, num_warps=num_warps or cfg.dequant_warps)
+            packed.view(torch.int32), scales, e1_8, e1_16, out.view(torch.int16) if bf16 else out, ngrp, BR=br,
+            OUT_BF16=bf16, num_warps=num_warps or cfg.dequant_warps)
     return out
 
 

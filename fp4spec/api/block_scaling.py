@@ -15,7 +15,7 @@ from fp4spec.block_schemes import Scheme
 from fp4spec.quantized import QuantizedTensor
 from fp4spec.rounding import DEFAULT_SR_BITS
 
-from .eager import DEQUANTIZE_ORDER, dequantize_eager, quantize_eager
+from .eager import DEQUANTIZE_ORDER, dequantize_dtype, dequantize_eager, quantize_eager, round_bf16
 from .plan import AUTO
 
 
@@ -114,7 +114,7 @@ def quantize(x, scheme: "str | Scheme", *, axis: int = -1, rounding: str = "rne"
                           pad=pad, rht=rht, backend=backend, check_rbits=check_rbits)
 
 
-def dequantize(q: QuantizedTensor, *, backend=AUTO):
+def dequantize(q: QuantizedTensor, *, dtype=None, backend=AUTO):
     """float32 values of a :class:`~fp4spec.quantized.QuantizedTensor`, in the quantized x's shape.
 
     MX: ``fp32(P * 2^(s - 127))`` (NaN where the scale code is 0xFF). Two-level, by the
@@ -131,14 +131,23 @@ def dequantize(q: QuantizedTensor, *, backend=AUTO):
     triton kernels on a CUDA device (they read the packed codes as stored) where they
     dequantize the scheme, else the torch backend (MX, two-level, HiF4: the same float32
     operations), else the emulator on a CPU copy. ``backend=`` names one explicitly.
+
+    ``dtype``: None or ``"float32"`` (the values above), or ``"bfloat16"`` (also
+    ``ml_dtypes.bfloat16`` or ``torch.bfloat16``): each float32 value rounded to nearest even
+    on its bit pattern, overflow to +-Inf, every NaN as 0x7FC0 (:func:`fp4spec.rht.bf16_rne`)
+    -- an ``ml_dtypes.bfloat16`` array or a ``torch.bfloat16`` tensor. The triton kernels
+    write bfloat16 directly (half the bytes of float32); other backends round their float32
+    values.
     """
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
+    dt = dequantize_dtype(dtype)
     if isinstance(backend, str) and q.scheme.structure != "hif4" and _compiling(q.data):
         from .torch_library import compiled_dequantize
 
-        return compiled_dequantize(q, backend)
-    return dequantize_eager(q, backend)
+        out = compiled_dequantize(q, backend)
+        return out if dt == "float32" else round_bf16(out)
+    return dequantize_eager(q, backend, dt)
 
 
 def _compiling(x) -> bool:

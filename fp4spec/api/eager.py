@@ -31,15 +31,69 @@ def quantize_eager(x, scheme, overrides: dict, *, axis, rounding, rbits, seed, s
     return plan.run(x, rbits, seed=seed, check_rbits=check_rbits)
 
 
-def dequantize_eager(q: QuantizedTensor, backend=AUTO):
+#: ``fp4spec.dequantize``'s dtypes.
+DEQUANTIZE_DTYPES = ("float32", "bfloat16")
+
+
+def dequantize_dtype(dtype) -> str:
+    """``"float32"`` or ``"bfloat16"`` for a dequantize ``dtype``: None, those names, or the
+    numpy, ml_dtypes or torch dtype; ValueError otherwise."""
+    if dtype is None:
+        return "float32"
+    name = dtype if isinstance(dtype, str) else str(getattr(dtype, "name", None) or dtype).replace("torch.", "")
+    try:
+        name = name if name in DEQUANTIZE_DTYPES else np.dtype(dtype).name
+    except TypeError:
+        pass
+    if name not in DEQUANTIZE_DTYPES:
+        raise ValueError(f"dtype: {dtype!r} is not None, 'float32' or 'bfloat16' (or the numpy, ml_dtypes or "
+                         f"torch dtype of one)")
+    return name
+
+
+def dequantize_eager(q: QuantizedTensor, backend=AUTO, dtype: str = "float32"):
     """``fp4spec.dequantize`` of a QuantizedTensor: the scale codes checked, one backend's
-    ``dequantize``, the values as q's array kind."""
+    ``dequantize``, the values as q's array kind; bfloat16 from the backend where it writes
+    them (``dequantize_dtypes``), else its float32 values rounded (:func:`round_bf16`)."""
     _check_scale_codes(q)
     b = _dequantize_backend(q, backend)
-    out = b.dequantize(q if backend_kind(b) == array_kind(q.data) else _as_kind(q, backend_kind(b), b))
+    qq = q if backend_kind(b) == array_kind(q.data) else _as_kind(q, backend_kind(b), b)
+    if dtype != "float32" and dtype in getattr(b, "dequantize_dtypes", ()):
+        out = b.dequantize(qq, dtype=dtype)
+        if array_kind(out) != array_kind(q.data):
+            out = _bf16_as_kind(out, q)
+        return out
+    out = b.dequantize(qq)
     if array_kind(out) != array_kind(q.data):
         out = _to_torch(out, q.device) if q.is_torch else _to_numpy_values(out)
-    return out
+    return out if dtype == "float32" else round_bf16(out)
+
+
+def round_bf16(values):
+    """bfloat16 of float32 dequantized values (numpy: ml_dtypes; torch: on their device):
+    rounded to nearest even, overflow to +-Inf, NaN 0x7FC0 (:func:`fp4spec.rht.bf16_rne`)."""
+    if isinstance(values, np.ndarray):
+        from fp4spec.rht import bf16_rne
+
+        return bf16_rne(values, 0x7FC00000)
+    from fp4spec.backends.torch_ops import bf16_rne
+
+    return bf16_rne(values)
+
+
+def _bf16_as_kind(out, q: QuantizedTensor):
+    """bfloat16 values of one array kind moved to q's (bit patterns unchanged)."""
+    import ml_dtypes
+
+    from fp4spec.backends.torch_ops import as_torch, to_numpy
+
+    if q.is_torch:
+        import torch
+
+        return as_torch(np.asarray(out).view(np.int16), q.device).view(torch.bfloat16)
+    import torch
+
+    return np.ascontiguousarray(to_numpy(out.view(torch.int16))).view(ml_dtypes.bfloat16)
 
 
 def _dequantize_backend(q: QuantizedTensor, backend):

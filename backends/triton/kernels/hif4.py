@@ -40,7 +40,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .primitives import _abs_bits, _load_f32, _load_group, _pow2
+from .primitives import _abs_bits, _load_f32, _load_group, _pow2, _values_out
 
 # The spec's constants (fp4spec.hif4; tests/backends/test_triton_hif4.py checks them):
 #: BF16(1 / (1 + M/4)) for the E6M2 mantissa M = 1, 2, 3 (step 7 at E = 0; M = 0 gives 1).
@@ -248,7 +248,7 @@ def quantize_hif4_cols_kernel(x_ptr, q_ptr, s_ptr, e8_ptr, e16_ptr, flag_ptr, M,
 
 
 @triton.jit
-def dequantize_hif4_kernel(q_ptr, s_ptr, e8_ptr, e16_ptr, out_ptr, NGRP, BR: tl.constexpr):
+def dequantize_hif4_kernel(q_ptr, s_ptr, e8_ptr, e16_ptr, out_ptr, NGRP, BR: tl.constexpr, OUT_BF16: tl.constexpr):
     """float32 values of BR groups (the layout quantize_hif4_kernel writes, rowwise):
     ``(-1)^s * E6M2 * 2^(E1_8 + E1_16) * m4 / 4``, exact; NaN for scale 0xFF."""
     grp = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
@@ -270,4 +270,4 @@ def dequantize_hif4_kernel(q_ptr, s_ptr, e8_ptr, e16_ptr, out_ptr, NGRP, BR: tl.
     # (seen on the H200); mag is >= 0 or a positive NaN, so this is the negation otherwise
     v = (mag.to(tl.int32, bitcast=True) | ((c >> 3) << 31)).to(tl.float32, bitcast=True)
     i = tl.arange(0, 8)[None, :, None, None] * 8 + h * 4 + t
-    tl.store(out_ptr + grp[:, None, None, None] * 64 + i, v, mask=mask[:, None, None, None])
+    tl.store(out_ptr + grp[:, None, None, None] * 64 + i, _values_out(v, OUT_BF16), mask=mask[:, None, None, None])

@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from .columnwise import _philox_tile
-from .primitives import _abs_bits, _block_scale, _cublas_offset, _load_f32, _pow2, _rbits4, _store_scales
+from .primitives import _abs_bits, _block_scale, _cublas_offset, _load_f32, _pow2, _rbits4, _store_scales, _values_out
 
 
 @triton.jit
@@ -141,7 +141,8 @@ def quantize_cols_wide_kernel(x_ptr, q_ptr, s_ptr, r_ptr, ts_ptr, NROW, NCOL, sx
 
 
 @triton.jit
-def dequantize_rows_wide_kernel(q_ptr, s_ptr, vals_ptr, out_ptr, NBLK, BR: tl.constexpr, K: tl.constexpr):
+def dequantize_rows_wide_kernel(q_ptr, s_ptr, vals_ptr, out_ptr, NBLK, BR: tl.constexpr, K: tl.constexpr,
+                                OUT_BF16: tl.constexpr):
     """float32 values of BR blocks of one-byte MX codes: fp32(values[code] * 2^(scale - 127)),
     NaN for scale code 0xFF (the emulator's dequantize_mx)."""
     blk = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
@@ -151,4 +152,4 @@ def dequantize_rows_wide_kernel(q_ptr, s_ptr, vals_ptr, out_ptr, NBLK, BR: tl.co
     sc = tl.load(s_ptr + blk, mask=bmask, other=0).to(tl.int32)
     sv = tl.where(sc == 255, float("nan"), _pow2(sc - 127))
     v = tl.load(vals_ptr + codes) * sv[:, None]
-    tl.store(out_ptr + offs, v, mask=bmask[:, None])
+    tl.store(out_ptr + offs, _values_out(v, OUT_BF16), mask=bmask[:, None])

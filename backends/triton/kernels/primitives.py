@@ -721,3 +721,17 @@ def _rbits4(r_ptr, seed, g, mask, SR: tl.constexpr, SR_BITS: tl.constexpr):
         u0, u1, u2, u3 = _philox_bits4(seed, g, SR_BITS)
         r0, r1, r2, r3 = u0.to(tl.float32), u1.to(tl.float32), u2.to(tl.float32), u3.to(tl.float32)
     return r0, r1, r2, r3
+
+
+@triton.jit
+def _values_out(v, OUT_BF16: tl.constexpr):
+    """Dequantized float32 values as the kernels store them: v, or (OUT_BF16) int16 bfloat16
+    bit patterns -- v rounded to nearest even on its bit pattern, overflow to +-Inf, every NaN
+    0x7FC0 (:func:`fp4spec.rht.bf16_rne` with the float32 NaN 0x7FC00000). On integers: the
+    interpreter's float32 -> bfloat16 store truncates."""
+    if OUT_BF16:
+        bits = v.to(tl.int32, bitcast=True)
+        r = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+        return tl.where(v != v, 0x7FC0, r).to(tl.int16)
+    else:
+        return v

@@ -20,7 +20,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .primitives import (_absmax4, _absmax16, _amax2, _bf16_group, _block_scale, _block_scale_f32, _code, _e2m1_rne,
+from .primitives import (_values_out, _absmax4, _absmax16, _amax2, _bf16_group, _block_scale, _block_scale_f32, _code, _e2m1_rne,
                          _load_group, _max_nan, _mult_b, _needs_exact, _pow2, _rbits4, _store_scales, _ue4m3_value,
                          _unpack, _word_codes, _word_codes_exact)
 from .row16 import _rows16_any, _word16_sr
@@ -282,7 +282,8 @@ def _dq_value(c, vals_ptr, FAST: tl.constexpr):
 
 @triton.jit
 def dequantize_rows_kernel(q_ptr, s_ptr, vals_ptr, g_ptr, out_ptr, NBLK,
-                           BR: tl.constexpr, K: tl.constexpr, MX: tl.constexpr, FAST: tl.constexpr):
+                           BR: tl.constexpr, K: tl.constexpr, MX: tl.constexpr, FAST: tl.constexpr,
+                           OUT_BF16: tl.constexpr):
     """float32 values of BR blocks: q_ptr int32 words of packed codes (8 codes each, first in
     the low nibble), s_ptr uint8 scale codes (one per block); as :func:`dequantize_tile_kernel`."""
     W: tl.constexpr = K // 8
@@ -311,4 +312,4 @@ def dequantize_rows_kernel(q_ptr, s_ptr, vals_ptr, g_ptr, out_ptr, NBLK,
     # tl.join appends the new axis last: the leaves go in bit-reversed order
     v = tl.join(tl.join(tl.join(v0, v4), tl.join(v2, v6)), tl.join(tl.join(v1, v5), tl.join(v3, v7)))
     v = tl.reshape(v, (BR, K))
-    tl.store(out_ptr + blk[:, None] * K + tl.arange(0, K)[None, :], v, mask=mask[:, None])
+    tl.store(out_ptr + blk[:, None] * K + tl.arange(0, K)[None, :], _values_out(v, OUT_BF16), mask=mask[:, None])

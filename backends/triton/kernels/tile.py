@@ -9,7 +9,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .primitives import _block_scale_f32, _element_codes, _load_f32, _pow2, _ue4m3_sat, _ue4m3_value
+from .primitives import _block_scale_f32, _element_codes, _load_f32, _pow2, _ue4m3_sat, _ue4m3_value, _values_out
 
 
 @triton.jit
@@ -84,7 +84,8 @@ def quantize_tile_kernel(x_ptr, q_ptr, s_ptr, r_ptr, thr_ptr, dthr_ptr, mags_ptr
 
 @triton.jit
 def dequantize_tile_kernel(q_ptr, s_ptr, vals_ptr, g_ptr, out_ptr, M, N, sqm, ssm, som,
-                           BM: tl.constexpr, BN: tl.constexpr, K: tl.constexpr, MX: tl.constexpr):
+                           BM: tl.constexpr, BN: tl.constexpr, K: tl.constexpr, MX: tl.constexpr,
+                           OUT_BF16: tl.constexpr):
     """float32 values: MX fp32(P * 2^(s-127)) (NaN for 0xFF); TE two-level fp32(fp32(P * s) * S_dec)."""
     NB: tl.constexpr = BN // K
     pid_m = tl.program_id(0)
@@ -108,7 +109,7 @@ def dequantize_tile_kernel(q_ptr, s_ptr, vals_ptr, g_ptr, out_ptr, M, N, sqm, ss
         sv = _ue4m3_value(sc)
         out = (v * sv[:, :, None]) * tl.load(g_ptr)
     rn = pid_n * BN + tl.arange(0, BN)
-    tl.store(out_ptr + rm64[:, None] * som + rn[None, :], tl.reshape(out, (BM, BN)),
+    tl.store(out_ptr + rm64[:, None] * som + rn[None, :], _values_out(tl.reshape(out, (BM, BN)), OUT_BF16),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
