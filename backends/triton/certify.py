@@ -80,10 +80,7 @@ S1. Per output, once: lo = la_i + lb_j; V = max(ha_i + hb_j, e_zero) with ha the
     given, a finite multiple of 2^lo (not -0). Else the output is NaN (recomputed).
 S2. (c) Every accumulator entering a step has an exponent of at most lo + F, else NaN
     (the kernel keeps the largest |acc| that entered a step and tests it once, after the
-    last step). Static form, per tile before the loop: where every output of the tile has
-    ``|c| + ||a_i|| ||b_j|| < 2^min(lo + F + 1, 127)`` (the norms over the whole row, from
-    float32 sums of squares, inflated by :func:`rows_inflation`), (c) and S4 hold at every
-    step and the loop tracks nothing.
+    last step).
 S3. D = the step's dot product from a fresh MMA; acc = RZ(acc + D), one IEEE
     round-toward-zero addition (``add.rz.f32``; TwoSum under the interpreter).
 S4. An accumulator (entering a step, or the result) at the largest float32 or above: NaN
@@ -102,16 +99,6 @@ the terms (sums of products, multiples of 2^lo) or of the accumulator is dropped
 exact sum is acc + D and its result RZ(acc + D), which S3 computes; an exact zero is +0 in
 both. S4 leaves the overflowing sums to the emulator.
 
-Proof of S2's static form. |RZ(s)| <= |s|, so the accumulator after step t is at most |acc_t|
-+ |D_t| in magnitude, and by induction every accumulator (entering a step, or the result) is
-at most |c| + sum_k |a_ik b_jk| <= |c| + ||a_i|| ||b_j|| (Cauchy-Schwarz over all of K) < 2^(lo +
-F + 1): its exponent is at most lo + F, which is (c), and it is below 2^127, so no sum reaches
-the largest float32 (S4). The kernel's float32 evaluation of the bound is no lower than the
-exact one: bf16 squares are exact (a certified row has none below 2^-120), a float32 sum of
-k non-negative terms in any order is at least (1 - (k - 1) u) times the exact one, the square
-roots and the product lose a few u more, all of which ``rows_inflation(k)`` exceeds, and
-adding |c| and comparing with a power of two are monotone under rounding to nearest.
-
 The statistics come from one pass over the bf16 operand values
 (:func:`.kernels.gemm.operand_stats_kernel`; exact: the ``sm90-bf16`` operands equal
 ``element * scale`` wherever a row is certified), in float32: a block counts as nonzero by
@@ -124,7 +111,6 @@ bound err by less than ``inflate - 1`` relatively.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import warnings
 
@@ -200,7 +186,6 @@ def lo_min(model, scheme_a=None, scheme_b=None) -> int:
     return lo
 
 
-@functools.lru_cache(maxsize=None)
 def element_lsb(element) -> int:
     """The smallest lsb exponent of the format's nonzero finite values."""
     vals = np.abs(np.asarray(element.values, np.float64))
@@ -212,7 +197,6 @@ def element_lsb(element) -> int:
     return min(out)
 
 
-@functools.lru_cache(maxsize=None)
 def element_emax(element) -> int:
     """The largest exponent the emulator assigns a nonzero value of the format (its format's
     minimum normal exponent for subnormals)."""
@@ -223,12 +207,11 @@ def element_emax(element) -> int:
     return int(max(np.max(np.floor(np.log2(vals))), format_carrier(element).emin))
 
 
-def operand_stats(x, scales, scheme, sb: int, terms: str | None = None, squares: bool = False):
+def operand_stats(x, scales, scheme, sb: int, terms: str | None = None):
     """(la int32 (R,), na float32 (R,)) of an operand (:func:`.kernels.gemm.operand_stats_kernel`):
     x its bf16 values (R x K, or their int16 bit patterns), scales its scale codes. With
     ``terms`` (``"group"`` or ``"product"``, the model's terms), also ha int32 (R,): the rows'
-    largest assigned term exponent (scale exponent, plus the element's largest for products);
-    with ``squares``, last, fa float32 (R,): each row's sum of squares (float32, any order)."""
+    largest assigned term exponent (scale exponent, plus the element's largest for products)."""
     import torch
     import triton
 
@@ -238,16 +221,15 @@ def operand_stats(x, scales, scheme, sb: int, terms: str | None = None, squares:
     la = torch.full((r,), 1 << 20, dtype=torch.int32, device=x.device)
     na = torch.zeros(r, dtype=torch.int32, device=x.device)  # float32 bit patterns (atomic max)
     ha = torch.full((r if terms else 1,), -(1 << 20), dtype=torch.int32, device=x.device)
-    fa = torch.zeros((r if squares else 1,), dtype=torch.float32, device=x.device)
     bits = x.view(torch.int16)
     kch = max(sb, STATS_K // sb * sb)
     gk.operand_stats_kernel[(triton.cdiv(r, STATS_ROWS), triton.cdiv(k, kch))](
-        bits, scales, la, na, ha, fa, r, k, bits.stride(0), scales.stride(0), kch, BR=STATS_ROWS, SB=sb,
+        bits, scales, la, na, ha, r, k, bits.stride(0), scales.stride(0), kch, BR=STATS_ROWS, SB=sb,
         BLOCK=scheme.block_size, SCALE=1 if scheme.scale.name == "ue4m3" else 0, ELSB=element_lsb(scheme.element),
         LSB_MIN=LSB_MIN, HA={None: 0, "group": 1, "product": 2}[terms],
-        EMAX=element_emax(scheme.element) if terms == "product" else 0, FA=squares, num_warps=4)
-    out = (la, na.view(torch.float32)) + ((ha,) if terms else ())
-    return out + (fa,) if squares else out
+        EMAX=element_emax(scheme.element) if terms == "product" else 0, num_warps=4)
+    na = na.view(torch.float32)
+    return (la, na, ha) if terms else (la, na)
 
 
 def certifier(model, scheme_a, scheme_b):
@@ -274,24 +256,14 @@ def stepped(model) -> bool:
     return model.algorithm == "fdpa" and model.scales in ("group", "product")
 
 
-def rows_inflation(k: int) -> float:
-    """The step kernel's factor on ``sqrt(fa_i) sqrt(fb_j)`` (S2 static): the float32 sums of k
-    squares (any order) err by at most (k - 1) u relatively, u = 2^-24, their square roots and
-    product by a few u more; 1 + (k + 16) 2^-22 covers them up to k = 2^20 (+Inf beyond: the
-    static form never holds)."""
-    return 1.0 + (k + 16) * 2.0 ** -22 if k <= 1 << 20 else math.inf
-
-
 def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, small: bool = False,
-                 tile: int | None = None, num_warps: int | None = None, rz_asm: bool | None = None,
-                 static: bool = True):
+                 tile: int | None = None, num_warps: int | None = None, rz_asm: bool | None = None):
     """C = A . B^T (+ c) under a fused-step model (:func:`stepped`) by the step kernel: xa, xb
     the operands' bf16 values (:func:`.gemm.dequantize_bf16`), scale codes beside them, g the
     float32 tensor-scale product (a one-element tensor) or None, c None or float32 (M, N).
     Returns (out float32 (M, N), the :class:`Certificate` with ``bad`` per tile, (BM, BN,
     GROUP_M)). ``small``: 64 x 64 tiles (else 128 x 64); ``tile`` (BM or (BM, BN)),
-    ``num_warps``, ``rz_asm``, ``static`` (False: every tile tracks |acc|): overrides for
-    benchmarks (the bits do not depend on them)."""
+    ``num_warps``, ``rz_asm``: overrides for benchmarks (the bits do not depend on them)."""
     import torch
     import triton
 
@@ -301,8 +273,8 @@ def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, 
     sa, sb = schemes
     k = xa.shape[1]
     step = model.k_step
-    la, na, ha, fa = operand_stats(xa, a_scales, sa, step, model.scales, squares=True)
-    lb, nb, hb, fb = operand_stats(xb, b_scales, sb, step, model.scales, squares=True)
+    la, na, ha = operand_stats(xa, a_scales, sa, step, model.scales)
+    lb, nb, hb = operand_stats(xb, b_scales, sb, step, model.scales)
     m, n = xa.shape[0], xb.shape[0]
     # 128 x 64 tiles of 4 warps: 3.10-3.40 ms at 8192^3 on the H200, against 3.14-3.53 for
     # 128 x 128 of 8 warps and 4.2-4.4 for 64 x 64 (benchmarks/bench_gpu_steps.py)
@@ -315,9 +287,8 @@ def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, 
     ia, ib = (xa.view(torch.int16), xb.view(torch.int16)) if interp else (xa, xb)
     nan = model.nan_bits - (1 << 32) if model.nan_bits >= 1 << 31 else model.nan_bits
     gs.gemm_steps_kernel[(tiles,)](
-        ia, ib, out if c is None else c, out if g is None else g, out.view(torch.int32), la, lb, ha, hb, na, nb, fa, fb,
-        bad, m, n, k, k, k, 0 if c is None else c.stride(0), out.stride(0), model.frac_bits, model.e_zero, INFLATE,
-        rows_inflation(k) if static else math.inf,
+        ia, ib, out if c is None else c, out if g is None else g, out.view(torch.int32), la, lb, ha, hb, na, nb, bad,
+        m, n, k, k, k, 0 if c is None else c.stride(0), out.stride(0), model.frac_bits, model.e_zero, INFLATE,
         BM=bm, BN=bn, BK=step, GROUP_M=group_m, HAS_C=c is not None, HAS_G=g is not None, NAN=nan,
         DOT_F32=interp, RZ_ASM=(not interp) if rz_asm is None else rz_asm,
         num_warps=num_warps or (4 if bm * bn <= 128 * 64 else 8), num_stages=3)

@@ -296,9 +296,9 @@ def dequant_bf16_kernel(p_ptr, s_ptr, out_ptr, R, KB, sp, ss, so,
 
 
 @triton.jit
-def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, fa_ptr, R, K, sx, ss, KCH, BR: tl.constexpr,
-                         SB: tl.constexpr, BLOCK: tl.constexpr, SCALE: tl.constexpr, ELSB: tl.constexpr,
-                         LSB_MIN: tl.constexpr, HA: tl.constexpr, EMAX: tl.constexpr, FA: tl.constexpr):
+def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, R, K, sx, ss, KCH, BR: tl.constexpr, SB: tl.constexpr,
+                         BLOCK: tl.constexpr, SCALE: tl.constexpr, ELSB: tl.constexpr, LSB_MIN: tl.constexpr,
+                         HA: tl.constexpr, EMAX: tl.constexpr):
     """The certificate's row statistics (:mod:`..certify`) of a bf16 operand (x: int16 bit
     patterns, R x K, row stride sx; s: scale codes, row stride ss): na[r] = the largest
     Euclidean norm over the row's K tiles of SB elements (float32: sums of SB squares, then a
@@ -308,13 +308,11 @@ def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, fa_ptr, R, K, sx,
     overflows, or la < LSB_MIN (never certified); 2^20 for a row of zeros. HA: also ha[r] =
     the largest assigned exponent of the row's nonzero blocks' scales (E8M0 ``s - 127``, UE4M3
     ``e - 7`` or -6 for e = 0), plus EMAX (the element format's largest assigned exponent)
-    where HA == 2; -2^20 for a row of zeros. FA: also fa[r] += the sum of the squares of the
-    row's values (float32, any order: the step kernel inflates it as a bound of the exact sum).
+    where HA == 2; -2^20 for a row of zeros.
 
     Program (i, j) reads rows i BR.. and columns j KCH.. (KCH a multiple of SB) and combines
-    its partial results with atomic min / max (order-free, so deterministic; fa's atomic sums
-    are not, and only ever used as a bound): la_ptr must hold 2^20, na_ptr 0, ha_ptr -2^20 and
-    fa_ptr 0 before the launch. Splitting K keeps enough loads in
+    its partial results with atomic min / max (order-free, so deterministic): la_ptr must
+    hold 2^20, na_ptr 0 and ha_ptr -2^20 before the launch. Splitting K keeps enough loads in
     flight; one program per row band was latency-bound."""
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     rmask = rows < R
@@ -324,7 +322,6 @@ def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, fa_ptr, R, K, sx,
     lsb = tl.full((BR,), 1 << 20, tl.int32)
     hi = tl.full((BR,), -(1 << 20), tl.int32)
     never = tl.zeros((BR,), tl.int32)
-    total = tl.zeros((BR,), tl.float32)
     kstart = tl.program_id(1) * KCH
     for k0 in range(kstart, tl.minimum(kstart + KCH, K), SB):
         cols = k0 + tl.arange(0, SB)
@@ -334,8 +331,6 @@ def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, fa_ptr, R, K, sx,
         sq = tl.sum(v * v, axis=1)
         never = tl.maximum(never, tl.where((sq == sq) & (sq < float("inf")), 0, 1))
         best = tl.maximum(best, sq)
-        if FA:
-            total += sq
         nz = tl.max(tl.reshape(tl.abs(v), (BR, NB, BLOCK)), axis=2) > 0
         blocks = k0 // BLOCK + tl.arange(0, NB)
         sc = tl.load(s_ptr + r64[:, None] * ss + blocks[None, :], mask=rmask[:, None] & (blocks[None, :] < K // BLOCK),
@@ -357,8 +352,6 @@ def operand_stats_kernel(x_ptr, s_ptr, la_ptr, na_ptr, ha_ptr, fa_ptr, R, K, sx,
     tl.atomic_max(na_ptr + rows, tl.sqrt_rn(best).to(tl.int32, bitcast=True), mask=rmask)
     if HA > 0:
         tl.atomic_max(ha_ptr + rows, hi, mask=rmask)
-    if FA:
-        tl.atomic_add(fa_ptr + rows, total, mask=rmask)
 
 
 def _jit_pair(fn, shape_args):

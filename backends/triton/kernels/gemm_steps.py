@@ -39,23 +39,15 @@ def _operand(p_ptr, rows, k0, sp, BR: tl.constexpr, BK: tl.constexpr, DOT_F32: t
     return x
 
 
-@triton.jit
-def _pow2_below_128(e):
-    """2^min(e, 127) as float32 for e >= -126."""
-    return ((tl.minimum(e, 127) + 127) << 23).to(tl.float32, bitcast=True)
-
-
-def gemm_steps_kernel(a_ptr, b_ptr, c_ptr, g_ptr, out_ptr, la_ptr, lb_ptr, ha_ptr, hb_ptr, na_ptr, nb_ptr, fa_ptr,
-                      fb_ptr, bad_ptr, M, N, K, sam, sbn, scm, som, F, EZ, inflate, inflate_rows,
+def gemm_steps_kernel(a_ptr, b_ptr, c_ptr, g_ptr, out_ptr, la_ptr, lb_ptr, ha_ptr, hb_ptr, na_ptr, nb_ptr, bad_ptr,
+                      M, N, K, sam, sbn, scm, som, F, EZ, inflate,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                       HAS_C: tl.constexpr, HAS_G: tl.constexpr, NAN: tl.constexpr, DOT_F32: tl.constexpr,
                       RZ_ASM: tl.constexpr):
     """One BM x BN tile of C = A . B^T (+ c) under a fused-step model with step BK
     (:mod:`..certify`, steps S1-S5). A (M x K) and B (N x K) are bf16 matrices of the
-    operands' values; la/lb, ha/hb, na/nb, fa/fb the rows' statistics; ``bad_ptr[pid]`` gets
-    1 when an output of the tile is not proved (its value here is then NaN). A tile whose
-    outputs all pass S2's static form runs the loop without tracking |acc| (one RZ addition per
-    output and step)."""
+    operands' values; la/lb, ha/hb, na/nb the rows' statistics; ``bad_ptr[pid]`` gets 1 when
+    an output of the tile is not proved (its value here is then NaN)."""
     pid = tl.program_id(0)
     rm, rn, ra, rb, omask = tile_indices(pid, M, N, BM, BN, GROUP_M)
     rm64 = rm.to(tl.int64)
@@ -74,24 +66,12 @@ def gemm_steps_kernel(a_ptr, b_ptr, c_ptr, g_ptr, out_ptr, la_ptr, lb_ptr, ha_pt
         ok &= cb != -2147483648
     else:
         acc = tl.zeros((BM, BN), tl.float32)
-    # S2 static: |acc| <= |c| + ||a_i|| ||b_j|| < 2^min(lo + F + 1, 127) whatever the step
-    full = tl.sqrt_rn(tl.load(fa_ptr + ra))[:, None] * tl.sqrt_rn(tl.load(fb_ptr + rb))[None, :]
-    static = tl.abs(acc) + (full * inflate_rows + 7.174648137343064e-43) < _pow2_below_128(lo + F + 1)
-    k_static = tl.where(tl.min(tl.min(tl.where(ok & omask, static, True).to(tl.int32), axis=1), axis=0) > 0, K, 0)
     acc = tl.where(ok, acc, float("nan"))
-    for k0 in range(0, k_static, BK):  # S3 alone: S2 and S4 hold at every step
-        a = _operand(a_ptr, ra, k0, sam, BM, BK, DOT_F32)
-        b = _operand(b_ptr, rb, k0, sbn, BN, BK, DOT_F32)
-        if DOT_F32:
-            d = tl.dot(a, tl.trans(b), input_precision="ieee")
-        else:
-            d = tl.dot(a, tl.trans(b))
-        acc = _add_rz(acc, d, RZ_ASM)
-    # Else S2 and S4 are checked once, after the loop, on the largest |acc| that entered a
-    # step: two operations per output and step (a max, the RZ addition) instead of a test of
-    # each step's exponent. A NaN acc stays NaN to the end.
+    # S2 and S4 are checked once, after the loop, on the largest |acc| that entered a step:
+    # two operations per output and step (a max, the RZ addition) instead of a test of each
+    # step's exponent. A NaN acc stays NaN to the end.
     mx = tl.zeros((BM, BN), tl.float32)
-    for k0 in range(k_static, K, BK):
+    for k0 in range(0, K, BK):
         a = _operand(a_ptr, ra, k0, sam, BM, BK, DOT_F32)
         b = _operand(b_ptr, rb, k0, sbn, BN, BK, DOT_F32)
         if DOT_F32:
