@@ -111,6 +111,7 @@ bound err by less than ``inflate - 1`` relatively.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 
@@ -186,6 +187,7 @@ def lo_min(model, scheme_a=None, scheme_b=None) -> int:
     return lo
 
 
+@functools.lru_cache(maxsize=None)
 def element_lsb(element) -> int:
     """The smallest lsb exponent of the format's nonzero finite values."""
     vals = np.abs(np.asarray(element.values, np.float64))
@@ -197,6 +199,7 @@ def element_lsb(element) -> int:
     return min(out)
 
 
+@functools.lru_cache(maxsize=None)
 def element_emax(element) -> int:
     """The largest exponent the emulator assigns a nonzero value of the format (its format's
     minimum normal exponent for subnormals)."""
@@ -257,13 +260,15 @@ def stepped(model) -> bool:
 
 
 def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, small: bool = False,
-                 tile: int | None = None, num_warps: int | None = None, rz_asm: bool | None = None):
+                 tile: int | None = None, num_warps: int | None = None, rz_asm: bool | None = None,
+                 unroll: int | None = None):
     """C = A . B^T (+ c) under a fused-step model (:func:`stepped`) by the step kernel: xa, xb
     the operands' bf16 values (:func:`.gemm.dequantize_bf16`), scale codes beside them, g the
     float32 tensor-scale product (a one-element tensor) or None, c None or float32 (M, N).
     Returns (out float32 (M, N), the :class:`Certificate` with ``bad`` per tile, (BM, BN,
     GROUP_M)). ``small``: 64 x 64 tiles (else 128 x 64); ``tile`` (BM or (BM, BN)),
-    ``num_warps``, ``rz_asm``: overrides for benchmarks (the bits do not depend on them)."""
+    ``num_warps``, ``rz_asm``, ``unroll`` (steps per loop iteration, 1 or 2; default 1): overrides
+    for benchmarks (the bits do not depend on them)."""
     import torch
     import triton
 
@@ -291,6 +296,7 @@ def matmul_steps(xa, a_scales, xb, b_scales, schemes, model, *, g=None, c=None, 
         m, n, k, k, k, 0 if c is None else c.stride(0), out.stride(0), model.frac_bits, model.e_zero, INFLATE,
         BM=bm, BN=bn, BK=step, GROUP_M=group_m, HAS_C=c is not None, HAS_G=g is not None, NAN=nan,
         DOT_F32=interp, RZ_ASM=(not interp) if rz_asm is None else rz_asm,
+        UNROLL=(unroll or 1) if k % ((unroll or 1) * step) == 0 else 1,
         num_warps=num_warps or (4 if bm * bn <= 128 * 64 else 8), num_stages=3)
     return out, Certificate(la, lb, na, nb, bad, -149), (bm, bn, group_m)
 

@@ -162,6 +162,18 @@ def test_families(model_name, family):
 
 
 @interp_only
+@pytest.mark.parametrize("model_name", [m for m in C.CERTIFIED if C.stepped(fp4spec.get_accumulator(m))])
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("unroll", [1, 2])
+def test_families_by_steps_per_iteration(model_name, family, unroll, monkeypatch):
+    """The step kernel with one and two steps per loop iteration (two MMAs issued before the
+    first RZ addition where K allows): the model's bits on every family."""
+    real = C.matmul_steps
+    monkeypatch.setattr(C, "matmul_steps", lambda *a, **kw: real(*a, **kw, unroll=unroll))
+    test_families(model_name, family)
+
+
+@interp_only
 @pytest.mark.parametrize("model_name", ["sm100-mxf4nvf4", "exact"])
 def test_random_data_is_certified(model_name):
     """Typical operands: every output is proved on the device (no emulator fallback), in

@@ -39,15 +39,30 @@ def _operand(p_ptr, rows, k0, sp, BR: tl.constexpr, BK: tl.constexpr, DOT_F32: t
     return x
 
 
+@triton.jit
+def _step_dot(a_ptr, b_ptr, ra, rb, k0, sam, sbn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+              DOT_F32: tl.constexpr):
+    """One step's exact dot product from a fresh MMA: the BM x BK tile of A times the BN x BK
+    tile of B, transposed."""
+    a = _operand(a_ptr, ra, k0, sam, BM, BK, DOT_F32)
+    b = _operand(b_ptr, rb, k0, sbn, BN, BK, DOT_F32)
+    if DOT_F32:
+        return tl.dot(a, tl.trans(b), input_precision="ieee")
+    else:
+        return tl.dot(a, tl.trans(b))
+
+
 def gemm_steps_kernel(a_ptr, b_ptr, c_ptr, g_ptr, out_ptr, la_ptr, lb_ptr, ha_ptr, hb_ptr, na_ptr, nb_ptr, bad_ptr,
                       M, N, K, sam, sbn, scm, som, F, EZ, inflate,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                       HAS_C: tl.constexpr, HAS_G: tl.constexpr, NAN: tl.constexpr, DOT_F32: tl.constexpr,
-                      RZ_ASM: tl.constexpr):
+                      RZ_ASM: tl.constexpr, UNROLL: tl.constexpr):
     """One BM x BN tile of C = A . B^T (+ c) under a fused-step model with step BK
     (:mod:`..certify`, steps S1-S5). A (M x K) and B (N x K) are bf16 matrices of the
     operands' values; la/lb, ha/hb, na/nb the rows' statistics; ``bad_ptr[pid]`` gets 1 when
-    an output of the tile is not proved (its value here is then NaN)."""
+    an output of the tile is not proved (its value here is then NaN). UNROLL (1 or 2, K a
+    multiple of UNROLL * BK): steps per loop iteration, their MMAs issued before the first RZ
+    addition (the same steps in the same order)."""
     pid = tl.program_id(0)
     rm, rn, ra, rb, omask = tile_indices(pid, M, N, BM, BN, GROUP_M)
     rm64 = rm.to(tl.int64)
@@ -71,16 +86,16 @@ def gemm_steps_kernel(a_ptr, b_ptr, c_ptr, g_ptr, out_ptr, la_ptr, lb_ptr, ha_pt
     # two operations per output and step (a max, the RZ addition) instead of a test of each
     # step's exponent. A NaN acc stays NaN to the end.
     mx = tl.zeros((BM, BN), tl.float32)
-    for k0 in range(0, K, BK):
-        a = _operand(a_ptr, ra, k0, sam, BM, BK, DOT_F32)
-        b = _operand(b_ptr, rb, k0, sbn, BN, BK, DOT_F32)
-        if DOT_F32:
-            d = tl.dot(a, tl.trans(b), input_precision="ieee")
-        else:
-            d = tl.dot(a, tl.trans(b))
+    for k0 in range(0, K, BK * UNROLL):
+        d = _step_dot(a_ptr, b_ptr, ra, rb, k0, sam, sbn, BM, BN, BK, DOT_F32)
+        if UNROLL == 2:
+            d2 = _step_dot(a_ptr, b_ptr, ra, rb, k0 + BK, sam, sbn, BM, BN, BK, DOT_F32)
         mx = tl.maximum(mx, tl.abs(acc))
         # S3: one RZ addition
         acc = _add_rz(acc, d, RZ_ASM)
+        if UNROLL == 2:
+            mx = tl.maximum(mx, tl.abs(acc))
+            acc = _add_rz(acc, d2, RZ_ASM)
     # S2: (c) every accumulator entering a step had an exponent of at most lo + F
     e = ((mx.to(tl.int32, bitcast=True) >> 23) & 255) - 127
     fail = (e > lo + F) | (acc != acc)
