@@ -65,6 +65,7 @@ QUANT = [  # (label, scheme, kwargs)
     ("if4", "if4", {}),
     ("if4 axis=0", "if4", {"axis": 0}),
     ("if4 sr (given bits)", "if4", {"rounding": "sr"}),
+    ("if4_2d", "if4_2d", {}),
     ("nvfp4 sr (given bits)", "nvfp4", {"rounding": "sr"}),
     ("nvfp4 sr (seed: Philox on the device)", "nvfp4", {"rounding": "sr", "seed": 1234}),
     ("mxfp4 sr (given bits)", "mxfp4", {"rounding": "sr"}),

@@ -67,7 +67,7 @@ class TritonBackend(Backend):
         mx = [f"mxfp4:scale_rule={r}" if r != "floor" else "mxfp4" for r in capability.MX_RULES]
         mx += ["mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2"]
         accs = capability.claimed_accumulators(self.device)  # ("sm90-bf16",) on Hopper only
-        if4 = ["if4", "if4:scale_rule=mae", "if4:scale_rule=abs_max"]
+        if4 = [f"{n}:scale_rule={r}" if r != "mse" else n for n in ("if4", "if4_2d") for r in ("mse", "mae", "abs_max")]
         schemes = (*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4", *if4)
         return Capabilities(
             schemes=schemes,

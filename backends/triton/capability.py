@@ -197,14 +197,12 @@ def _check_hif4(scheme: Scheme, rounding: str, r):
 
 
 def _check_if4(scheme: Scheme, rounding: str, sr_bits: int, r):
-    """IF4 (variants rows_if4 / cols_if4): 1 x 16 blocks, every rounding of
+    """IF4 (variants rows_if4 / cols_if4): 1 x 16 blocks and 16 x 16 tiles, every rounding of
     :data:`IF4_ROUNDINGS` (SR: sr_bits 1..24); ``rht=`` by the unfused butterfly only."""
     if rounding not in IF4_ROUNDINGS:
         raise NotImplementedError(f"rounding: {rounding!r} (triton backend, IF4: {', '.join(IF4_ROUNDINGS)})")
     if rounding == "sr" and not 1 <= int(sr_bits) <= 24:
         raise NotImplementedError(f"sr_bits: {sr_bits} (triton backend: 1..24, exact in float32)")
-    if scheme.is_2d:
-        raise NotImplementedError(f"{scheme.name}: 16 x 16 tiles (triton backend, IF4: 1 x 16 blocks)")
     if r is not None and r.arith.startswith(MMA_PREFIX):
         raise NotImplementedError(f"{scheme.name}: rht {r.spec!r} (IF4 on triton: {', '.join(RHT_SPECS)})")
     return r

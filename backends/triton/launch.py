@@ -385,28 +385,37 @@ IF4_MODES = {"rne": if4.RNE, "rna": if4.RNA, "rtz": if4.RTZ, "rup": if4.RUP, "rd
 
 
 def if4_launch(p: Plan, ts, amax, packed, scales):
-    """``rows_if4`` and ``cols_if4``: one kernel over a logical matrix of 1 x 16 blocks, a
-    [BR, 16] tile of one block column per program; ts the call's constants (ts[0] = S_enc,
-    ts[4:] the element multipliers), amax the tensor amax (float32). Rowwise (contiguous) the
-    matrix is seen as M * N / 16 rows of one block each (a program reads BR * 16 consecutive
-    elements); columnwise it is x2's transpose, N / 16 block columns."""
+    """``rows_if4`` and ``cols_if4``: one kernel over a logical matrix of blocks (any strides);
+    ts the call's constants (ts[0] = S_enc, ts[4:] the element multipliers), amax the tensor
+    amax (float32). 1 x 16 blocks: a [BR, 16] tile of one block column per program; rowwise
+    (contiguous) the matrix is seen as M * N / 16 rows of one block each (a program reads BR *
+    16 consecutive elements). 16 x 16 tiles (``if4_2d``): BT tiles per program, row-major over the tiles."""
     G = p.N // 16
     if not p.M * G:
         return
+    srm, srn = (p.N, 1) if p.rowwise else (1, p.M)  # the bits of logical (m, n): x's row-major order
+    r = ts if p.rb is None else p.rb.contiguous()
+    flags = dict(IN_BF16=p.bf16, RULE=("mse", "mae", "abs_max").index(p.sch.scale_rule),
+                 MODE=IF4_MODES.get(p.rounding, 0), SR=p.sr_mode, SR_BITS=int(p.sr_bits),
+                 SR_SCALE_FP=float(2 ** (int(p.sr_bits) + 1)), SR_SCALE_INT=float(2 ** int(p.sr_bits)),
+                 enable_fp_fusion=False)
+    xin = p.x2.view(torch.int16) if p.bf16 else p.x2
+    if p.sch.is_2d:
+        bt, w = p.cfg.if4_tiles
+        bt = p.BM or bt
+        tr = p.M // 16
+        if4.quantize_if4_tiles_kernel[(triton.cdiv(tr * G, bt),)](
+            xin, packed.view(torch.int32), scales, r, ts, float(amax), tr, G, p.sxm, p.sxn, srm, srn, _seed(p),
+            BT=bt, num_warps=p.num_warps or w, **flags)
+        return
     br, w = p.cfg.if4_rows if p.rowwise else p.cfg.if4_cols
     br = p.BM or br
-    if p.rowwise:  # (rows, block columns), x's strides, the bits' strides (x's row-major order)
-        geo = (p.M * G, 1, 16, 1, 16, 1)
-    else:
-        geo = (p.M, G, p.sxm, p.sxn, 1, p.M)
-    rows, cols, sxm, sxn, srm, srn = geo
-    r = ts if p.rb is None else p.rb.contiguous()
+    rows, cols, sxm, sxn = (p.M * G, 1, 16, 1) if p.rowwise else (p.M, G, p.sxm, p.sxn)
+    if p.rowwise:
+        srm, srn = 16, 1
     if4.quantize_if4_kernel[(triton.cdiv(rows, br), cols)](
-        p.x2.view(torch.int16) if p.bf16 else p.x2, packed.view(torch.int32), scales, r, ts, float(amax), rows, cols,
-        sxm, sxn, srm, srn, _seed(p), BR=br, IN_BF16=p.bf16, RULE=("mse", "mae", "abs_max").index(p.sch.scale_rule),
-        MODE=IF4_MODES.get(p.rounding, 0), SR=p.sr_mode, SR_BITS=int(p.sr_bits),
-        SR_SCALE_FP=float(2 ** (int(p.sr_bits) + 1)), SR_SCALE_INT=float(2 ** int(p.sr_bits)),
-        num_warps=p.num_warps or w, enable_fp_fusion=False)
+        xin, packed.view(torch.int32), scales, r, ts, float(amax), rows, cols, sxm, sxn, srm, srn, _seed(p),
+        BR=br, num_warps=p.num_warps or w, **flags)
 
 
 # -- the generic tile kernel ------------------------------------------------------------------------------

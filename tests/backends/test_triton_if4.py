@@ -5,8 +5,8 @@ E2M1 and INT4 midpoints, every adversarial kind (ties, binade edges, zero blocks
 the amax, saturation), exact ties between the two branches' errors (E2M1 wins), selection
 near-ties, hypothesis tensors; every selection rule and every rounding mode; rowwise and axis
 0; float32, bfloat16 and float16 input; Philox bits; bfloat16 and float32 dequantize output,
-negative zeros included. The error sum's order (torch's CPU row sum) is checked on terms whose
-plain left-to-right sum differs.
+negative zeros included; 16 x 16 tiles (``if4_2d``) likewise. The error sums' order (torch's CPU
+row sum, 16 and 256 terms) is checked on terms whose plain left-to-right sum differs.
 
 On a machine without a GPU the kernels run under TRITON_INTERPRET=1 (small shapes); the GPU
 test at the end runs them at 4096 x 4096."""
@@ -56,9 +56,9 @@ def _as_input(x: np.ndarray, dtype: str):
     return t.to(DEV), t.float().numpy()
 
 
-def _same(backend, x, rule="mse", rounding="rne", *, axis=-1, dtype="float32", seed=0):
+def _same(backend, x, rule="mse", rounding="rne", *, axis=-1, dtype="float32", seed=0, scheme="if4"):
     """backend.quantize == fp4spec.quantize (numpy) in every field, and their dequantized values."""
-    sch = fp4spec.get_scheme("if4", scale_rule=rule)
+    sch = fp4spec.get_scheme(scheme, scale_rule=rule)
     xt, xr = _as_input(x, dtype)
     rb = np.random.default_rng(seed).integers(0, 256, x.shape) if rounding == "sr" else None
     ref = fp4spec.quantize(xr, sch, axis=axis, rounding=rounding, rbits=rb)
@@ -202,10 +202,10 @@ def test_non_finite_input_is_refused(backend, bad, axis):
 
 def test_claims(backend):
     caps = backend.capabilities()
-    for spec in ("if4", "if4:scale_rule=mae", "if4:scale_rule=abs_max"):
-        assert spec in caps.schemes and caps.roundings_for(spec) == fp4spec.ROUNDING_MODES
-    assert backend.why_no_dequantize("if4") == ""
-    assert "16 x 16" in backend.why_unsupported("if4_2d")
+    for name in ("if4", "if4_2d"):
+        for spec in (name, f"{name}:scale_rule=mae", f"{name}:scale_rule=abs_max"):
+            assert spec in caps.schemes and caps.roundings_for(spec) == fp4spec.ROUNDING_MODES
+        assert backend.why_no_dequantize(name) == ""
     assert "rht" in backend.why_unsupported("if4", rht=RHT.te(arith="mma:sm90-bf16"))
 
 
@@ -219,6 +219,49 @@ def test_hypothesis(backend, x, rule, rounding, axis):
     _same(backend, x, rule, rounding, axis=axis)
 
 
+# -- 16 x 16 tiles (if4_2d) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+def test_2d_every_scale_code(backend, rule, rounding):
+    x = builders.if4_every_scale_code(np.random.default_rng(5), tile_rows=16)
+    _same(backend, x, rule, rounding, scheme="if4_2d")
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_2d_adversarial_kinds_near_ties_and_axis(backend, rule):
+    sch = fp4spec.get_scheme("if4_2d", scale_rule=rule)
+    rng = np.random.default_rng(6)
+    for kind in builders.kinds_for(sch):
+        x = builders.build_tensor(rng, sch, kind, block_rows=2, block_cols=2, spread=20)
+        _same(backend, x, rule, "sr" if kind == "ties" else "rne", seed=int(rng.integers(1 << 30)), scheme="if4_2d")
+        _same(backend, np.ascontiguousarray(x.T), rule, "rtz", axis=0, scheme="if4_2d")
+    if rule != "abs_max":
+        _same(backend, selection.near_tie_tensor(rng, sch, rows=1, cols=3), rule, scheme="if4_2d")
+
+
+def test_2d_dtypes_philox_and_padding(backend):
+    rng = np.random.default_rng(13)
+    x = (rng.standard_normal((32, 48)) * np.exp2(rng.integers(-8, 8, (32, 1)))).astype(F32)
+    for dtype in ("bfloat16", "float16"):
+        _same(backend, x, "mae", "rup", dtype=dtype, scheme="if4_2d")
+    q = backend.quantize(torch.from_numpy(x).to(DEV), "if4_2d", rounding="sr", seed=5)
+    rb = fp4spec.draw_rbits(x.shape, 8, 5, method="philox")
+    assert q.equals(fp4spec.quantize(x, "if4_2d", rounding="sr", rbits=rb))
+    xp = torch.from_numpy(x[:20, :40].copy()).to(DEV)  # rows and columns padded with zeros
+    q = fp4spec.quantize(xp, "if4_2d", pad=True, backend="triton")
+    assert q.equals(fp4spec.quantize(x[:20, :40].copy(), "if4_2d", pad=True))
+
+
+@settings(max_examples=15, deadline=None)
+@given(x=hnp.arrays(np.float32, st.tuples(st.sampled_from([16, 32]), st.sampled_from([16, 48])),
+                    elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=True)),
+       rule=st.sampled_from(RULES), rounding=st.sampled_from(ROUNDINGS))
+def test_2d_hypothesis(backend, x, rule, rounding):
+    _same(backend, x, rule, rounding, scheme="if4_2d")
+
+
 # -- the error sum's order; dequantize ---------------------------------------------------------------
 
 
@@ -229,18 +272,27 @@ def _row_sum16_kernel(t_ptr, o_ptr, BR: tl.constexpr):
     tl.store(o_ptr + tl.arange(0, BR), kif4._row_sum16(tl.load(t_ptr + i)))
 
 
-def test_row_sum_is_torch_cpu_order():
+@triton.jit
+def _row_sum256_kernel(t_ptr, o_ptr, BT: tl.constexpr):
+    i = (tl.arange(0, BT)[:, None, None, None] * 256 + tl.arange(0, 8)[None, :, None, None] * 32
+         + tl.arange(0, 4)[None, None, :, None] * 8 + tl.arange(0, 8)[None, None, None, :])
+    tl.store(o_ptr + tl.arange(0, BT), kif4._row_sum256(tl.load(t_ptr + i)))
+
+
+@pytest.mark.parametrize("n", (16, 256))
+def test_row_sum_is_torch_cpu_order(n):
     """Terms spread over many binades, where the left-to-right sum differs from torch's order
-    on most rows: the kernel's sum is eif4.row_sums bit for bit."""
+    on most rows: the kernels' sums (16 terms; 256 for a tile) are eif4.row_sums bit for bit."""
     rng = np.random.default_rng(10)
-    t = (rng.random((64, 16)) * np.exp2(rng.integers(-30, 30, (64, 16)))).astype(F32)
+    t = (rng.random((64, n)) * np.exp2(rng.integers(-30, 30, (64, n)))).astype(F32)
     want = eif4.row_sums(t)
     naive = np.zeros(64, F32)
-    for k in range(16):
+    for k in range(n):
         naive = (naive + t[:, k]).astype(F32)
     assert (naive != want).sum() > 16
     out = torch.empty(64, dtype=torch.float32, device=DEV)
-    _row_sum16_kernel[(1,)](torch.from_numpy(t).to(DEV), out, BR=64)
+    kernel = _row_sum16_kernel if n == 16 else _row_sum256_kernel
+    kernel[(1,)](torch.from_numpy(t).to(DEV), out, 64)
     assert np.array_equal(out.cpu().numpy().view(np.uint32), want.view(np.uint32))
 
 
@@ -268,9 +320,10 @@ def test_dequantize_bfloat16_and_float32_out():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_gpu_full_size():
     """SIZE x SIZE bf16 and float32 (FP4SPEC_GPU_SIZE, default 4096), blocks spread over 80
-    binades: rowwise equals columnwise of the transpose; the triton backend equals the torch
-    backend on the whole tensor (every rule; rne, rtz and given-bits SR) and the emulator on
-    its first 256 rows; fp4spec.quantize picks triton, and its dequantize equals the emulator's."""
+    binades: rowwise equals columnwise of the transpose; for if4 and if4_2d the triton backend
+    equals the torch backend on the whole tensor (every rule; rne, rtz and given-bits SR) and
+    the emulator on its first 256 rows; fp4spec.quantize picks triton, and its dequantize
+    equals the emulator's."""
     size = int(os.environ.get("FP4SPEC_GPU_SIZE", "4096"))
     g = torch.Generator(device="cuda").manual_seed(0)
     x = (torch.randn((size, size), device="cuda", generator=g)
@@ -281,16 +334,17 @@ def test_gpu_full_size():
     for f in ("packed", "scales", "global_scale"):
         assert torch.equal(rows[f], cols[f]), f
     rb = torch.randint(0, 256, x.shape, device="cuda", dtype=torch.int32, generator=g)
-    for rule in RULES:
-        sch = fp4spec.get_scheme("if4", scale_rule=rule)
-        for rounding in ("rne", "rtz", "sr"):
-            kw = dict(rounding=rounding, rbits=rb if rounding == "sr" else None)
-            for xi in (x, x.to(torch.bfloat16)):
-                assert fp4spec.quantize(xi, sch, backend="triton", **kw).equals(
-                    fp4spec.quantize(xi, sch, backend="torch", **kw)), (rule, rounding, xi.dtype)
-    head = x[:256]
-    assert fp4spec.select_backend(head, "if4") == "triton"
-    q = fp4spec.quantize(head, "if4")
-    assert q.backend == "triton" and q.equals(fp4spec.quantize(head.cpu().numpy(), "if4"))
-    got = fp4spec.dequantize(q).cpu().numpy()
-    assert np.array_equal(got.view(np.uint32), fp4spec.dequantize(q.to_numpy()).view(np.uint32))
+    for name in ("if4", "if4_2d"):
+        for rule in RULES:
+            sch = fp4spec.get_scheme(name, scale_rule=rule)
+            for rounding in ("rne", "rtz", "sr"):
+                kw = dict(rounding=rounding, rbits=rb if rounding == "sr" else None)
+                for xi in (x, x.to(torch.bfloat16)):
+                    assert fp4spec.quantize(xi, sch, backend="triton", **kw).equals(
+                        fp4spec.quantize(xi, sch, backend="torch", **kw)), (name, rule, rounding, xi.dtype)
+        head = x[:256]
+        assert fp4spec.select_backend(head, name) == "triton"
+        q = fp4spec.quantize(head, name)
+        assert q.backend == "triton" and q.equals(fp4spec.quantize(head.cpu().numpy(), name))
+        got = fp4spec.dequantize(q).cpu().numpy()
+        assert np.array_equal(got.view(np.uint32), fp4spec.dequantize(q.to_numpy()).view(np.uint32))

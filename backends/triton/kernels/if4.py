@@ -113,8 +113,8 @@ def _int4_value(c):
 
 @triton.jit
 def _dequantized(q, s, amax, INT: tl.constexpr):
-    """Step 11: div_rn(fp32(fp32(fp32(q * s) * amax) [* fp32(6/7)]), 2688); q [BR, 2, 8], s [BR]."""
-    p = q * s[:, None, None]
+    """Step 11: div_rn(fp32(fp32(fp32(q * s) * amax) [* fp32(6/7)]), 2688); s broadcast to q."""
+    p = q * s
     p = p * amax
     if INT:
         p = p * _INT_DOWN
@@ -122,30 +122,47 @@ def _dequantized(q, s, amax, INT: tl.constexpr):
 
 
 @triton.jit
-def _row_sum16(t):
-    """Step 13 on [BR, 2, 8] terms (element 8 h + j at [., h, j]), torch's CPU order:
-    p_j = fp32(t_j + t_(j+8)), then e = fp32(...fp32(fp32(0 + p_0) + p_1) ... + p_7). A
-    masked sum holds one term and zeros: it is that term exactly (terms are >= 0)."""
-    h = tl.arange(0, 2)[None, :, None]
-    p = tl.sum(tl.where(h == 0, t, 0.0), axis=1) + tl.sum(tl.where(h == 1, t, 0.0), axis=1)
+def _lane_sum(p):
+    """e = fp32(...fp32(fp32(0 + p_0) + p_1) ... + p_7) over the 8 lanes of p [B, 8]. A masked
+    sum holds one term and zeros: it is that term exactly (terms are >= 0)."""
     lane = tl.arange(0, 8)[None, :]
-    e = tl.zeros((t.shape[0],), tl.float32)
+    e = tl.zeros((p.shape[0],), tl.float32)
     for j in tl.static_range(8):
         e = e + tl.sum(tl.where(lane == j, p, 0.0), axis=1)
     return e
 
 
 @triton.jit
-def _block_error(x, dq, RULE: tl.constexpr):
-    """Steps 12-14 (RULE: 0 mse, 1 mae, 2 abs_max): one float32 error per block."""
+def _row_sum16(t):
+    """Step 13 on [BR, 2, 8] terms (element 8 h + j at [., h, j]), torch's CPU order:
+    p_j = fp32(t_j + t_(j+8)), then :func:`_lane_sum`."""
+    h = tl.arange(0, 2)[None, :, None]
+    return _lane_sum(tl.sum(tl.where(h == 0, t, 0.0), axis=1) + tl.sum(tl.where(h == 1, t, 0.0), axis=1))
+
+
+@triton.jit
+def _row_sum256(t):
+    """Step 13 on [BT, 8, 4, 8] terms of 16 x 16 tiles (term 32 i + 8 k + l -- vector v = 4 i + k
+    of eight lanes, lane l -- at [., i, k, l]), torch's CPU order: A_k = fp32(...fp32(0 + v_k)
+    + v_(4+k) ... + v_(28+k)), p = fp32(fp32(fp32(A_0 + A_1) + A_2) + A_3), :func:`_lane_sum`."""
+    i = tl.arange(0, 8)[None, :, None, None]
+    acc = tl.zeros((t.shape[0], 4, 8), tl.float32)
+    for v in tl.static_range(8):
+        acc = acc + tl.sum(tl.where(i == v, t, 0.0), axis=1)
+    k = tl.arange(0, 4)[None, :, None]
+    p = tl.zeros((t.shape[0], 8), tl.float32)
+    for kk in tl.static_range(4):
+        p = p + tl.sum(tl.where(k == kk, acc, 0.0), axis=1)
+    return _lane_sum(p)
+
+
+@triton.jit
+def _terms(x, dq, RULE: tl.constexpr):
+    """Step 12 (RULE: 0 mse, 1 mae, 2 abs_max): d = fp32(dq - x); fp32(d * d) or |d|."""
     d = dq - x
     if RULE == 0:
-        t = d * d
-    else:
-        t = tl.abs(d)
-    if RULE == 2:
-        return tl.max(tl.max(t, axis=2), axis=1)
-    return _row_sum16(t)
+        return d * d
+    return tl.abs(d)
 
 
 @triton.jit
@@ -157,6 +174,26 @@ def _rbits(r_ptr, seed, idx, mask, SR: tl.constexpr, SR_BITS: tl.constexpr):
     u0, u1, u2, u3 = _philox_bits4(seed, idx >> 2, SR_BITS)
     k = idx & 3
     return tl.where(k == 0, u0, tl.where(k == 1, u1, tl.where(k == 2, u2, u3)))
+
+
+@triton.jit
+def _block_scale(vmax, ts_ptr):
+    """Steps 4-7 per block amax vmax: (scale code, element multiplier, scale value)."""
+    s_enc = tl.load(ts_ptr)
+    sc = tl.math.div_rn(vmax, tl.full(vmax.shape, _FP_MAX, tl.float32)) * s_enc
+    code = tl.where(vmax == 0.0, 0, _ue4m3_sat(sc))
+    mult = tl.where(code == 0, 0.0, tl.load(ts_ptr + 4 + code))
+    return code, mult, _ue4m3_value(code)
+
+
+@triton.jit
+def _candidates(y, r, MODE: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr, SR_SCALE_FP: tl.constexpr,
+                SR_SCALE_INT: tl.constexpr):
+    """Steps 9-10 for scaled values y: (E2M1 codes of y, INT4 codes of z = fp32(y * fp32(7/6)))."""
+    z = y * _INT_UP
+    fi = _e2m1_index(y, r, MODE, SR, SR_BITS, SR_SCALE_FP)
+    ii = _int4_index(z, r, MODE, SR, SR_BITS, SR_SCALE_INT)
+    return tl.where(y < 0.0, fi | 8, fi), tl.where(z < 0.0, (16 - ii) & 15, ii)
 
 
 @triton.jit
@@ -178,32 +215,73 @@ def quantize_if4_kernel(x_ptr, q_ptr, s_ptr, r_ptr, ts_ptr, amax, M, G, SXM, SXN
     valid = m < M
     mask = valid[:, None, None] & (n >= 0)
     x = _load_f32(x_ptr + m[:, None, None] * SXM + n * SXN, mask, IN_BF16)
-    # steps 4-7
-    vmax = tl.max(tl.max(tl.abs(x), axis=2), axis=1)
-    s_enc = tl.load(ts_ptr)
-    sc = tl.math.div_rn(vmax, tl.full(vmax.shape, _FP_MAX, tl.float32)) * s_enc
-    code = tl.where(vmax == 0.0, 0, _ue4m3_sat(sc))
-    mult = tl.where(code == 0, 0.0, tl.load(ts_ptr + 4 + code))
-    s = _ue4m3_value(code)
-    # steps 8-10
-    y = x * mult[:, None, None]
-    z = y * _INT_UP
+    code, mult, s = _block_scale(tl.max(tl.max(tl.abs(x), axis=2), axis=1), ts_ptr)
+    y = x * mult[:, None, None]  # step 8
     r = tl.zeros(x.shape, tl.int32)
     if SR != 0:
         r = _rbits(r_ptr, seed, m[:, None, None] * SRM + n * SRN, mask, SR, SR_BITS)
-    fi = _e2m1_index(y, r, MODE, SR, SR_BITS, SR_SCALE_FP)
-    fp = tl.where(y < 0.0, fi | 8, fi)
-    ii = _int4_index(z, r, MODE, SR, SR_BITS, SR_SCALE_INT)
-    it = tl.where(z < 0.0, (16 - ii) & 15, ii)
-    # steps 11-16
-    err_fp = _block_error(x, _dequantized(_e2m1_value(fp), s, amax, False), RULE)
-    err_int = _block_error(x, _dequantized(_int4_value(it), s, amax, True), RULE)
-    use_int = err_int < err_fp
+    fp, it = _candidates(y, r, MODE, SR, SR_BITS, SR_SCALE_FP, SR_SCALE_INT)
+    t_fp = _terms(x, _dequantized(_e2m1_value(fp), s[:, None, None], amax, False), RULE)
+    t_int = _terms(x, _dequantized(_int4_value(it), s[:, None, None], amax, True), RULE)
+    if RULE == 2:  # step 14
+        err_fp = tl.max(tl.max(t_fp, axis=2), axis=1)
+        err_int = tl.max(tl.max(t_int, axis=2), axis=1)
+    else:
+        err_fp = _row_sum16(t_fp)
+        err_int = _row_sum16(t_int)
+    use_int = err_int < err_fp  # steps 15-16
     codes = tl.where(use_int[:, None, None], it, fp)
     word = tl.sum(codes << (4 * j), axis=2)  # [BR, 2]: disjoint nibbles
     hh = tl.arange(0, 2)[None, :]
     tl.store(q_ptr + (m[:, None] * G + b) * 2 + hh, word, mask=valid[:, None])
     tl.store(s_ptr + m * G + b, tl.where(use_int, code | _INT_FLAG, code).to(tl.uint8), mask=valid)
+
+
+@triton.jit
+def quantize_if4_tiles_kernel(x_ptr, q_ptr, s_ptr, r_ptr, ts_ptr, amax, TR, G, SXM, SXN, SRM, SRN, seed,
+                              BT: tl.constexpr, IN_BF16: tl.constexpr, RULE: tl.constexpr, MODE: tl.constexpr,
+                              SR: tl.constexpr, SR_BITS: tl.constexpr, SR_SCALE_FP: tl.constexpr,
+                              SR_SCALE_INT: tl.constexpr):
+    """``if4_2d``: 16 x 16 tiles of the logical (16 TR) x (16 G) matrix (arguments as
+    :func:`quantize_if4_kernel`), each one block of 256 values in row-major order. Tile q is
+    tile row q / G, block column q % G; program p takes tiles p * BT ... as a [BT, 8, 4, 8]
+    tile: value 32 i + 8 k + l of a tile (row 2 i + k / 2, column 8 (k % 2) + l) at
+    [., i, k, l] (:func:`_row_sum256`). Every row of a tile stores the tile's scale byte."""
+    q = tl.program_id(0).to(tl.int64) * BT + tl.arange(0, BT)
+    tile = q // G
+    b = (q % G)[:, None, None, None]
+    i = tl.arange(0, 8)[None, :, None, None]
+    k = tl.arange(0, 4)[None, None, :, None]
+    ln = tl.arange(0, 8)[None, None, None, :]
+    m = tile[:, None, None, None] * 16 + 2 * i + k // 2
+    n = b * 16 + (k % 2) * 8 + ln
+    valid = q < TR * G
+    mask = valid[:, None, None, None] & (n >= 0)
+    x = _load_f32(x_ptr + m * SXM + n * SXN, mask, IN_BF16)
+    code, mult, s = _block_scale(tl.max(tl.max(tl.max(tl.abs(x), axis=3), axis=2), axis=1), ts_ptr)
+    y = x * mult[:, None, None, None]
+    r = tl.zeros(x.shape, tl.int32)
+    if SR != 0:
+        r = _rbits(r_ptr, seed, m * SRM + n * SRN, mask, SR, SR_BITS)
+    fp, it = _candidates(y, r, MODE, SR, SR_BITS, SR_SCALE_FP, SR_SCALE_INT)
+    t_fp = _terms(x, _dequantized(_e2m1_value(fp), s[:, None, None, None], amax, False), RULE)
+    t_int = _terms(x, _dequantized(_int4_value(it), s[:, None, None, None], amax, True), RULE)
+    if RULE == 2:
+        err_fp = tl.max(tl.max(tl.max(t_fp, axis=3), axis=2), axis=1)
+        err_int = tl.max(tl.max(tl.max(t_int, axis=3), axis=2), axis=1)
+    else:
+        err_fp = _row_sum256(t_fp)
+        err_int = _row_sum256(t_int)
+    use_int = err_int < err_fp
+    codes = tl.where(use_int[:, None, None, None], it, fp)
+    word = tl.sum(codes << (4 * ln), axis=3)  # [BT, 8, 4]: row 2 i + k / 2, half k % 2
+    k3 = tl.arange(0, 4)[None, None, :]
+    mw = tile[:, None, None] * 16 + 2 * tl.arange(0, 8)[None, :, None] + k3 // 2
+    b1 = q % G
+    tl.store(q_ptr + (mw * G + b1[:, None, None]) * 2 + k3 % 2, word, mask=valid[:, None, None])
+    rows = tile[:, None] * 16 + tl.arange(0, 16)[None, :]
+    sbyte = tl.where(use_int, code | _INT_FLAG, code).to(tl.uint8)
+    tl.store(s_ptr + rows * G + b1[:, None], tl.broadcast_to(sbyte[:, None], (BT, 16)), mask=valid[:, None])
 
 
 @triton.jit
