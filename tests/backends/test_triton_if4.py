@@ -149,14 +149,24 @@ def test_dtypes_and_axis(backend, dtype, axis):
 
 
 def test_columnwise_kernel_on_a_transpose(backend):
-    """A 2-D x that is the transpose of a contiguous tensor runs cols_if4 unmoved; a 3-D x
-    rowwise; both equal the emulator."""
+    """A 2-D x that is the transpose of a contiguous tensor runs cols_if4 unmoved; quantize_packed
+    reads a column slice (row stride above its width) in place; a 3-D x rowwise; all equal the
+    emulator."""
     rng = np.random.default_rng(4)
     x = rng.standard_normal((48, 40)).astype(F32)
     xt = torch.from_numpy(np.ascontiguousarray(x.T)).to(DEV).T
     assert backend.quantize(xt, "if4", axis=0).equals(fp4spec.quantize(x, "if4", axis=0))
     x3 = rng.standard_normal((2, 3, 32)).astype(F32)
     assert backend.quantize(torch.from_numpy(x3).to(DEV), "if4").equals(fp4spec.quantize(x3, "if4"))
+    big = rng.standard_normal((48, 40)).astype(F32)
+    rb = rng.integers(0, 256, (48, 32))
+    view = torch.from_numpy(big).to(DEV)[:, :32]
+    for scheme in ("if4", "if4_2d"):
+        kw = dict(axis=0, rounding="sr", rbits=torch.from_numpy(rb).to(DEV))
+        q = backend.quantize(view, scheme, **kw)
+        assert q.equals(fp4spec.quantize(big[:, :32].copy(), scheme, axis=0, rounding="sr", rbits=rb))
+        in_place, packed = trq.quantize_packed(view, scheme, **kw), trq.quantize_packed(view.contiguous(), scheme, **kw)
+        assert all(torch.equal(in_place[f], packed[f]) for f in ("packed", "scales"))
 
 
 @pytest.mark.parametrize("axis", (-1, 0))
@@ -198,6 +208,22 @@ def test_non_finite_input_is_refused(backend, bad, axis):
     where = "x\\[0, 5\\]" if axis == 0 else "x\\[5, 0\\]"
     with pytest.raises(ValueError, match=f"IF4 is defined for finite input; {where}"):
         backend.quantize(torch.from_numpy(x).to(DEV), "if4", axis=axis)
+
+
+@pytest.mark.parametrize("scheme,kernel", [("if4", "quantize_if4_kernel"), ("if4_2d", "quantize_if4_tiles_kernel")])
+def test_launch_turns_fp_fusion_off(monkeypatch, scheme, kernel):
+    """The kernels launch with enable_fp_fusion=False: compiled for sm_90 with it on, 17 (if4)
+    and 34 (if4_2d) float32 products would fuse into the sums after them (PTX fma.rn.f32;
+    benchmarks/kernel_fingerprint.py compiles them offline)."""
+    seen = {}
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.update(kw)
+
+    monkeypatch.setattr(kif4, kernel, Spy())
+    trq.quantize_packed(torch.ones((16, 32), device=DEV), scheme)
+    assert seen["enable_fp_fusion"] is False
 
 
 def test_claims(backend):
