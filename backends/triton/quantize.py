@@ -178,13 +178,14 @@ def _raise_hif4_nonfinite(p: Plan):
 
 
 def _check_rows_if4(p: Plan):
-    if not (p.sch.structure == "if4" and p.rp is None and p.rowwise):
-        _no("variant='rows_if4': IF4 along the last axis of a contiguous tensor, no rht")
+    if not (p.sch.structure == "if4" and p.rp is None and p.rowwise and p.scale_layout == "plain"):
+        _no("variant='rows_if4': IF4 along the last axis of a contiguous tensor, plain scales, no rht")
 
 
 def _check_cols_if4(p: Plan):
-    if not (p.sch.structure == "if4" and p.rp is None and p.sxm == 1 and p.x2.dim() == 2):
-        _no("variant='cols_if4': IF4 along axis 0 of a 2-D tensor, no rht")
+    if not (p.sch.structure == "if4" and p.rp is None and p.sxm == 1 and p.x2.dim() == 2
+            and p.scale_layout == "plain"):
+        _no("variant='cols_if4': IF4 along axis 0 of a 2-D tensor, plain scales, no rht")
 
 
 def _run_if4(p: Plan) -> dict:

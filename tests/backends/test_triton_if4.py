@@ -184,6 +184,8 @@ def test_variants_and_refusals(axis):
         trq.quantize_packed(x, "nvfp4", axis=axis, variant=name)
     with pytest.raises(ValueError, match="s_enc_dec"):
         trq.quantize_packed(x, "if4", axis=axis, s_enc_dec=(1.0, 1.0))
+    with pytest.raises(NotImplementedError, match="plain scales"):
+        trq.quantize_packed(x, "if4", axis=axis, scale_layout="cublas")
 
 
 def test_philox_bits_are_draw_rbits(backend):
