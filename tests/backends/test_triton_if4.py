@@ -6,7 +6,9 @@ the amax, saturation), exact ties between the two branches' errors (E2M1 wins), 
 near-ties, hypothesis tensors; every selection rule and every rounding mode; rowwise and axis
 0; float32, bfloat16 and float16 input; Philox bits; bfloat16 and float32 dequantize output,
 negative zeros included; 16 x 16 tiles (``if4_2d``) likewise. The error sums' order (torch's CPU
-row sum, 16 and 256 terms) is checked on terms whose plain left-to-right sum differs.
+row sum, 16 and 256 terms) is checked on terms whose plain left-to-right sum differs. Three
+planted defects (the errors summed in element order, the division by 2688 as a product by its
+reciprocal, the INT4 candidate by division) are caught.
 
 On a machine without a GPU the kernels run under TRITON_INTERPRET=1 (small shapes); the GPU
 test at the end runs them at 4096 x 4096."""
@@ -339,6 +341,56 @@ def test_dequantize_bfloat16_and_float32_out():
     assert (b.cpu().view(torch.int16) == -32768).any()  # -0 kept in bfloat16 too
     with pytest.raises(ValueError, match="out_dtype"):
         trq.dequantize_if4(out["packed"], out["scales"], out["global_scale"], out_dtype=torch.float16)
+
+
+# -- planted defects --------------------------------------------------------------------------------
+
+
+@triton.jit
+def _sum_in_element_order(t):
+    """kif4._row_sum16 adding the 16 terms left to right (a planted defect)."""
+    h = tl.arange(0, 2)[None, :, None]
+    lane = tl.arange(0, 8)[None, None, :]
+    e = tl.zeros((t.shape[0],), tl.float32)
+    for k in tl.static_range(16):
+        e = e + tl.sum(tl.sum(tl.where((h == k // 8) & (lane == k % 8), t, 0.0), axis=2), axis=1)
+    return e
+
+
+@triton.jit
+def _dequantized_by_reciprocal(q, s, amax, INT: tl.constexpr):
+    """kif4._dequantized with p * fp32(1/2688) for the division (CUDA's trap; a planted defect)."""
+    p = q * s
+    p = p * amax
+    if INT:
+        p = p * 0.8571428656578064
+    return p * 0.00037202381645329297
+
+
+@triton.jit
+def _int4_by_division(y, r, MODE: tl.constexpr, SR: tl.constexpr, SR_BITS: tl.constexpr, SR_SCALE_FP: tl.constexpr,
+                      SR_SCALE_INT: tl.constexpr):
+    """kif4._candidates with z = y / fp32(6/7) (a planted defect)."""
+    z = tl.math.div_rn(y, tl.full(y.shape, 0.8571428656578064, tl.float32))
+    fi = kif4._e2m1_index(y, r, MODE, SR, SR_BITS, SR_SCALE_FP)
+    ii = kif4._int4_index(z, r, MODE, SR, SR_BITS, SR_SCALE_INT)
+    return tl.where(y < 0.0, fi | 8, fi), tl.where(z < 0.0, (16 - ii) & 15, ii)
+
+
+@pytest.mark.parametrize("name,defect", [("_row_sum16", _sum_in_element_order),
+                                         ("_dequantized", _dequantized_by_reciprocal),
+                                         ("_candidates", _int4_by_division)])
+def test_planted_defect_is_caught(backend, monkeypatch, name, defect):
+    """The error sum in element order and p * fp32(1/2688) flip near-ties; the INT4 candidate
+    by division differs on the every-scale-code blocks."""
+    monkeypatch.setattr(kif4, name, defect)
+    rng = np.random.default_rng(7)
+    sch = fp4spec.get_scheme("if4")
+    xs = [selection.near_tie_tensor(rng, sch, rows=4, cols=8) for _ in range(2)]
+    xs.append(builders.if4_every_scale_code(np.random.default_rng(5)))
+    with pytest.raises(AssertionError):
+        for x in xs:
+            _same(backend, x)
 
 
 # -- GPU --------------------------------------------------------------------------------------------
