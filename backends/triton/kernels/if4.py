@@ -1,11 +1,11 @@
 """IF4 (:mod:`fp4spec.if4`): quantize 1 x 16 blocks along the rows of the logical M x N matrix
-(rowwise, or down the columns of a 2-D tensor: one kernel, any strides), and dequantize; bit
-for bit the emulator (:mod:`fp4spec.emulator.if4`) and its torch port
-(:mod:`fp4spec.backends.torch_if4`).
+(rowwise, or down the columns of a 2-D tensor: one kernel, any strides) or 16 x 16 tiles
+(``if4_2d``: :func:`quantize_if4_tiles_kernel`), and dequantize; bit for bit the emulator
+(:mod:`fp4spec.emulator.if4`) and its torch port (:mod:`fp4spec.backends.torch_if4`).
 
 A program takes BR blocks of one block column as a [BR, 2, 8] tile: element e = 8 h + j of a
 block at [., h, j], so the first step of torch's CPU row sum (t_j + t_(j+8)) adds the two
-halves. The float32 steps of :func:`fp4spec.if4.quantize_block_if4`, one operation each, in
+halves (tiles: [BT, 8, 4, 8], :func:`_row_sum256`). The float32 steps of :func:`fp4spec.if4.quantize_block_if4`, one operation each, in
 that order:
 
 1. The tensor scale is the host's (:func:`fp4spec.if4.tensor_scales` from the amax pass):
@@ -21,7 +21,7 @@ that order:
    the E2M1 code 8, as the emulator's encoder).
 5. Step 11: dq = div_rn(fp32(fp32(fp32(q * s) * amax) [* fp32(6/7)]), 2688).
 6. Steps 12-14: d = fp32(dq - x); t = fp32(d * d) (mse) or |d|; abs_max the largest t, else
-   :func:`_row_sum16` (torch's CPU order).
+   :func:`_row_sum16` or :func:`_row_sum256` (torch's CPU order).
 7. Steps 15-16: INT4 iff err_int < err_fp; the scale byte has bit 7 set for INT4.
 
 Every product feeds a sum only through these explicit steps: the launcher compiles with
