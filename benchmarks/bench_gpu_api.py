@@ -3,7 +3,7 @@
     python benchmarks/bench_gpu_api.py [--n 16384] [--gemm 8192] [--iters 20] [--only quant,deq,gemm,host,linear,torchao,memory]
 
 Times ``fp4spec.quantize`` (every scheme the GPU backends take, rowwise and ``axis=0``, ``rht="te"``,
-``pad=True``, SR with given bits and with a seed), ``fp4spec.dequantize`` (nvfp4, mxfp4, mxfp8_e4m3, hif4 to float32),
+``pad=True``, SR with given bits and with a seed), ``fp4spec.dequantize`` (nvfp4, mxfp4, mxfp8_e4m3, hif4, if4 to float32),
 ``fp4spec.matmul`` of CUDA operands (``sm90-bf16`` and the certified models, 8192^3; each result
 compared with the emulator on 64 x 64 sampled outputs), the host overhead of a warm call on
 a 16 x 64 tensor and a fake-quant linear ``dq(q(x)) @ dq(q(w)).T``, each with CUDA events
@@ -144,7 +144,7 @@ def bench_quant(x, iters, t_copy, rows):
 
 
 def bench_deq(x, iters, t_copy, rows):
-    for scheme in ("nvfp4", "mxfp4", "mxfp8_e4m3", "hif4"):
+    for scheme in ("nvfp4", "mxfp4", "mxfp8_e4m3", "hif4", "if4"):
         q = fp4spec.quantize(x, scheme)
         for dtype in (torch.float32, torch.bfloat16):
             t = event_time(lambda: fp4spec.dequantize(q, dtype=dtype), iters)

@@ -343,6 +343,18 @@ def test_dequantize_bfloat16_and_float32_out():
         trq.dequantize_if4(out["packed"], out["scales"], out["global_scale"], out_dtype=torch.float16)
 
 
+def test_dequantize_nan_scales(backend):
+    """Scale bytes 0x7F and 0xFF (NaN, E2M1 and INT4 blocks) decode to the emulator's NaN for every
+    code, negative ones included (the sign is set only on numbers)."""
+    x = np.random.default_rng(14).standard_normal((2, 64)).astype(F32)
+    q = fp4spec.quantize(x, "if4")
+    s = np.array(q.scales)
+    s[0, :2] = (0x7F, 0xFF)
+    q = q.replace(scales=s)
+    got = backend.dequantize(q.to_torch(DEV)).cpu().numpy()
+    assert np.array_equal(got.view(np.uint32), fp4spec.dequantize(q).view(np.uint32))
+
+
 # -- planted defects --------------------------------------------------------------------------------
 
 

@@ -307,5 +307,6 @@ def dequantize_if4_kernel(q_ptr, s_ptr, g_ptr, out_ptr, NBLK, BR: tl.constexpr, 
     qa = tl.where(fl, tl.abs(_int4_value(c)), tl.abs(_e2m1_value(c)))
     mag = (qa * mb[:, None, None]) * g
     v = (mag.to(tl.int32, bitcast=True) | tl.where(neg, -2147483648, 0)).to(tl.float32, bitcast=True)
+    v = tl.where(mag != mag, mag, v)  # a NaN scale (0x7F): the positive NaN, as the emulator's product
     offs = blk[:, None, None] * 16 + hh[:, :, None] * 8 + j
     tl.store(out_ptr + offs, _values_out(v, OUT_BF16), mask=valid[:, None, None])
