@@ -3,7 +3,7 @@
     python benchmarks/bench_gpu_api.py [--n 16384] [--gemm 8192] [--iters 20] [--only quant,deq,gemm,host,linear,torchao,memory]
 
 Times ``fp4spec.quantize`` (every scheme the GPU backends take, rowwise and ``axis=0``, ``rht="te"``,
-``pad=True``, SR with given bits and with a seed), ``fp4spec.dequantize`` (nvfp4, mxfp4, mxfp8_e4m3, hif4 to float32),
+``pad=True``, SR with given bits and with a seed), ``fp4spec.dequantize`` (nvfp4, mxfp4, mxfp8_e4m3, hif4, if4 to float32),
 ``fp4spec.matmul`` of CUDA operands (``sm90-bf16`` and the certified models, 8192^3; each result
 compared with the emulator on 64 x 64 sampled outputs), the host overhead of a warm call on
 a 16 x 64 tensor and a fake-quant linear ``dq(q(x)) @ dq(q(w)).T``, each with CUDA events
@@ -62,6 +62,10 @@ QUANT = [  # (label, scheme, kwargs)
     ("hif4", "hif4", {}),
     ("hif4 axis=0", "hif4", {"axis": 0}),
     ("hif4 pad=True", "hif4", {"pad": True, "cols": -8}),
+    ("if4", "if4", {}),
+    ("if4 axis=0", "if4", {"axis": 0}),
+    ("if4 sr (given bits)", "if4", {"rounding": "sr"}),
+    ("if4_2d", "if4_2d", {}),
     ("nvfp4 sr (given bits)", "nvfp4", {"rounding": "sr"}),
     ("nvfp4 sr (seed: Philox on the device)", "nvfp4", {"rounding": "sr", "seed": 1234}),
     ("mxfp4 sr (given bits)", "mxfp4", {"rounding": "sr"}),
@@ -140,7 +144,7 @@ def bench_quant(x, iters, t_copy, rows):
 
 
 def bench_deq(x, iters, t_copy, rows):
-    for scheme in ("nvfp4", "mxfp4", "mxfp8_e4m3", "hif4"):
+    for scheme in ("nvfp4", "mxfp4", "mxfp8_e4m3", "hif4", "if4"):
         q = fp4spec.quantize(x, scheme)
         for dtype in (torch.float32, torch.bfloat16):
             t = event_time(lambda: fp4spec.dequantize(q, dtype=dtype), iters)

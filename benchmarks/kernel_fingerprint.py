@@ -132,6 +132,14 @@ def quantize_requests(full=False):
     for axis in (-1, 0):  # HiF4: rows_hif4 / cols_hif4, every input dtype
         for dn in DTYPES:
             out += req(scheme="hif4", axis=axis, dtype=dn)
+    for spec in ("if4", "if4_2d"):  # IF4: rows_if4 / cols_if4, every input dtype, both SR sources, every rule
+        for axis in (-1, 0):
+            for dn in DTYPES:
+                out += req(scheme=spec, axis=axis, dtype=dn)
+            for rnd in ("sr", "philox"):
+                out += req(scheme=spec, axis=axis, rounding=rnd)
+        for rule in ("mae", "abs_max"):
+            out += req(scheme=f"{spec}:scale_rule={rule}", axis=-1)
     for spec in ("nvfp4", "mxfp4", "nvint4", "mxfp4:scale_rule=rceil"):
         for axis in (-1, 0):
             for dn in ("fp16", "fp32"):

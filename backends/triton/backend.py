@@ -67,12 +67,13 @@ class TritonBackend(Backend):
         mx = [f"mxfp4:scale_rule={r}" if r != "floor" else "mxfp4" for r in capability.MX_RULES]
         mx += ["mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2"]
         accs = capability.claimed_accumulators(self.device)  # ("sm90-bf16",) on Hopper only
-        schemes = (*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4")
+        if4 = [f"{n}:scale_rule={r}" if r != "mse" else n for n in ("if4", "if4_2d") for r in ("mse", "mae", "abs_max")]
+        schemes = (*mx, "nvfp4", "nvfp4_2d", "ufp4", "nvint4", "hif4", *if4)
         return Capabilities(
             schemes=schemes,
             matmul_schemes=tuple(s for s in schemes if _gemm_takes(s)) if accs else (),
             rounding=capability.ROUNDINGS,
-            scheme_rounding={"hif4": ("rne",)},
+            scheme_rounding={"hif4": ("rne",), **{s: capability.IF4_ROUNDINGS for s in if4}},
             operations=("quantize", "dequantize", "pack") + (("matmul",) if accs else ()),
             accumulators=accs,
             sr_bits=tuple(range(1, 25)),
@@ -150,7 +151,7 @@ class TritonBackend(Backend):
     def why_no_dequantize(self, scheme) -> str:
         """Why the dequantize kernels cannot decode ``scheme`` ("" if they can)."""
         sch = resolve_scheme(scheme)
-        if capability.is_mx_wide(sch) or sch.structure == "hif4":
+        if capability.is_mx_wide(sch) or sch.structure in ("hif4", "if4"):
             return ""
         if sch.element.bits != 4 or sch.structure not in ("mx", "two_level"):
             return (f"{sch.name}: the kernels dequantize packed 4-bit MX and two-level schemes and MX with "
@@ -196,6 +197,10 @@ class TritonBackend(Backend):
                 b8, b16 = ((t if last else torch.movedim(t, q.axis, -2)).reshape(*s2.shape, -1)
                            for t in (qt.e1_8, qt.e1_16))
                 out = dequantize_hif4(p2, s2, b8, b16, config=self.config, out_dtype=out_dtype)
+            elif q.scheme.structure == "if4":
+                from .quantize import dequantize_if4
+
+                out = dequantize_if4(p2, s2, qt.global_scale, config=self.config, out_dtype=out_dtype)
             else:
                 out = dequantize_packed(p2, s2, qt.global_scale, q.scheme, config=self.config, out_dtype=out_dtype)
         out = out.reshape(*lead, -1)

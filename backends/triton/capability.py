@@ -15,10 +15,13 @@ from typing import Optional
 
 from fp4spec.block_schemes import Scheme
 from fp4spec.rht import MMA_PREFIX
+from fp4spec.rounding import ROUNDING_MODES
 
 from ..base import Availability
 
 ROUNDINGS = ("rne", "sr")
+#: IF4's roundings on triton: every mode (its own encoders, kernels.if4).
+IF4_ROUNDINGS = ROUNDING_MODES
 ELEMENTS = ("e2m1", "e1m2", "int4_sym")
 #: The 6- and 8-bit elements of MX schemes (kernels.mx_wide: one code per byte; rht= unfused).
 MX_WIDE_ELEMENTS = ("e2m3", "e3m2", "e4m3", "e5m2")
@@ -153,6 +156,8 @@ def check_request(scheme: Scheme, rounding: str, sr_bits: int = 8, rht=None):
     from .. import torch_backend as tb
 
     r = check_rht(rht)
+    if scheme.structure == "if4":
+        return _check_if4(scheme, rounding, sr_bits, r)
     if rounding not in ROUNDINGS:
         raise NotImplementedError(f"rounding: {rounding!r} (triton backend: {', '.join(ROUNDINGS)})")
     if rounding == "sr" and not 1 <= int(sr_bits) <= 24:
@@ -188,6 +193,18 @@ def _check_hif4(scheme: Scheme, rounding: str, r):
                                   f"model does: 'rne' only)")
     if r is not None and r.arith.startswith(MMA_PREFIX):
         raise NotImplementedError(f"{scheme.name}: rht {r.spec!r} (HiF4 on triton: {', '.join(RHT_SPECS)})")
+    return r
+
+
+def _check_if4(scheme: Scheme, rounding: str, sr_bits: int, r):
+    """IF4 (variants rows_if4 / cols_if4): 1 x 16 blocks and 16 x 16 tiles, every rounding of
+    :data:`IF4_ROUNDINGS` (SR: sr_bits 1..24); ``rht=`` by the unfused butterfly only."""
+    if rounding not in IF4_ROUNDINGS:
+        raise NotImplementedError(f"rounding: {rounding!r} (triton backend, IF4: {', '.join(IF4_ROUNDINGS)})")
+    if rounding == "sr" and not 1 <= int(sr_bits) <= 24:
+        raise NotImplementedError(f"sr_bits: {sr_bits} (triton backend: 1..24, exact in float32)")
+    if r is not None and r.arith.startswith(MMA_PREFIX):
+        raise NotImplementedError(f"{scheme.name}: rht {r.spec!r} (IF4 on triton: {', '.join(RHT_SPECS)})")
     return r
 
 
@@ -227,6 +244,6 @@ def claimed_accumulators(device=None) -> tuple:
     return GEMM_ACCUMULATORS if gemm_availability(device) else ()
 
 
-__all__ = ["ELEMENTS", "GEMM_ACCUMULATORS", "GpuFeatures", "H200_FEATURES", "MMA_ARITHS", "MX_RULES", "MX_WIDE_ELEMENTS",
+__all__ = ["ELEMENTS", "GEMM_ACCUMULATORS", "GpuFeatures", "H200_FEATURES", "IF4_ROUNDINGS", "MMA_ARITHS", "MX_RULES", "MX_WIDE_ELEMENTS",
            "RHT_SPECS", "ROUNDINGS", "availability", "check_request", "check_rht", "claimed_accumulators",
            "gemm_availability", "gpu_features", "interpret", "is_mx_wide", "rht_params", "rht_specs"]

@@ -46,6 +46,9 @@ class TritonConfig:
         rows_wide: (blocks, warps) of ``rows_wide`` (MX with 6- and 8-bit elements).
         hif4_rows, hif4_cols: (groups, warps) per program of ``rows_hif4`` (a group of 64
             per thread) and ``cols_hif4`` (a [groups, 64] tile); HiF4, untuned.
+        if4_rows, if4_cols: (blocks, warps) per program of ``rows_if4`` and ``cols_if4`` (a
+            [blocks, 16] tile of one block column); if4_tiles: (tiles, warps) of ``if4_2d``
+            (16 x 16 tiles, row-major over the tiles); IF4, untuned.
     Columnwise (variants ``cols``, ``cols_tile``):
         cols_variant: the default columnwise kernel for 1 x 16 and 1 x 32 blocks.
         cols_fast: block size -> (columns, warps, blocks) per program of ``cols`` with the fast
@@ -112,6 +115,9 @@ class TritonConfig:
     rows_wide: tuple = (128, 4)
     hif4_rows: tuple = (256, 8)
     hif4_cols: tuple = (64, 4)
+    if4_rows: tuple = (64, 4)
+    if4_cols: tuple = (64, 4)
+    if4_tiles: tuple = (8, 4)
     cols_variant: str = "cols"
     cols_fast: Mapping[int, tuple] = _frozen({16: (128, 4, 4), 32: (128, 4, 2)})
     cols_generic: tuple = (128, 4, 1)
@@ -191,7 +197,8 @@ class TritonConfig:
         for name in ("cols_generic", "dequant_tile", "amax_tile", "rht_amax_rows", "rht_amax_cols", "rht_apply",
                      "mma_apply", "mma_amax"):
             _positive(name, getattr(self, name))
-        for name, n in (("rows_wide", 2), ("cols_wide", 3), ("hif4_rows", 2), ("hif4_cols", 2)):
+        for name, n in (("rows_wide", 2), ("cols_wide", 3), ("hif4_rows", 2), ("hif4_cols", 2),
+                        ("if4_rows", 2), ("if4_cols", 2), ("if4_tiles", 2)):
             v = getattr(self, name)
             if not (isinstance(v, tuple) and len(v) == n):
                 raise ValueError(f"{name}: {v!r} is not a tuple of {n} positive integers")

@@ -17,7 +17,7 @@ from .. import torch_backend as tb
 from . import capability
 from .capability import MX_RULES, interpret
 from .config import DEFAULT_CONFIG, TritonConfig
-from .kernels import columnwise, hif4, mx_wide, rht, rowwise, tile
+from .kernels import columnwise, hif4, if4, mx_wide, rht, rowwise, tile
 
 
 @dataclasses.dataclass
@@ -378,6 +378,46 @@ def hif4_launch(p: Plan, packed, scales, e1_8, e1_16, flag):
         num_warps=p.num_warps or w)
 
 
+# -- IF4 (1 x 16 blocks, E2M1 or INT4 chosen per block) --------------------------------------------------
+
+#: The IF4 kernel's MODE per rounding (``sr`` aside).
+IF4_MODES = {"rne": if4.RNE, "rna": if4.RNA, "rtz": if4.RTZ, "rup": if4.RUP, "rdn": if4.RDN, "rto": if4.RTO}
+
+
+def if4_launch(p: Plan, ts, amax, packed, scales):
+    """``rows_if4`` and ``cols_if4``: one kernel over a logical matrix of blocks (any strides);
+    ts the call's constants (ts[0] = S_enc, ts[4:] the element multipliers), amax the tensor
+    amax (float32). 1 x 16 blocks: a [BR, 16] tile of one block column per program; rowwise
+    (contiguous) the matrix is seen as M * N / 16 rows of one block each (a program reads BR *
+    16 consecutive elements). 16 x 16 tiles (``if4_2d``): BT tiles per program, row-major over the tiles."""
+    G = p.N // 16
+    if not p.M * G:
+        return
+    srm, srn = (p.N, 1) if p.rowwise else (1, p.M)  # the bits of logical (m, n): x's row-major order
+    r = ts if p.rb is None else p.rb.contiguous()
+    flags = dict(IN_BF16=p.bf16, RULE=("mse", "mae", "abs_max").index(p.sch.scale_rule),
+                 MODE=IF4_MODES.get(p.rounding, 0), SR=p.sr_mode, SR_BITS=int(p.sr_bits),
+                 SR_SCALE_FP=float(2 ** (int(p.sr_bits) + 1)), SR_SCALE_INT=float(2 ** int(p.sr_bits)),
+                 enable_fp_fusion=False)
+    xin = p.x2.view(torch.int16) if p.bf16 else p.x2
+    if p.sch.is_2d:
+        bt, w = p.cfg.if4_tiles
+        bt = p.BM or bt
+        tr = p.M // 16
+        if4.quantize_if4_tiles_kernel[(triton.cdiv(tr * G, bt),)](
+            xin, packed.view(torch.int32), scales, r, ts, float(amax), tr, G, p.sxm, p.sxn, srm, srn, _seed(p),
+            BT=bt, num_warps=p.num_warps or w, **flags)
+        return
+    br, w = p.cfg.if4_rows if p.rowwise else p.cfg.if4_cols
+    br = p.BM or br
+    rows, cols, sxm, sxn = (p.M * G, 1, 16, 1) if p.rowwise else (p.M, G, p.sxm, p.sxn)
+    if p.rowwise:
+        srm, srn = 16, 1
+    if4.quantize_if4_kernel[(triton.cdiv(rows, br), cols)](
+        xin, packed.view(torch.int32), scales, r, ts, float(amax), rows, cols, sxm, sxn, srm, srn, _seed(p),
+        BR=br, num_warps=p.num_warps or w, **flags)
+
+
 # -- the generic tile kernel ------------------------------------------------------------------------------
 
 
@@ -519,5 +559,5 @@ def rht_apply(x2, M, N, sxm, sxn, rp, config=None):
     return y2
 
 
-__all__ = ["SR_ELEMENTS", "Plan", "as_matrix", "global_amax", "hif4_launch", "like_matrix", "rht_apply",
+__all__ = ["IF4_MODES", "SR_ELEMENTS", "Plan", "as_matrix", "global_amax", "hif4_launch", "if4_launch", "like_matrix", "rht_apply",
            "rht_global_amax", "rows_bf16_launcher", "scheme_flags", "sign_words", "wide_flags"]

@@ -28,10 +28,14 @@ rows_hif4  rowwise HiF4: a [groups, 64] tile per program, codes packed, E6M2 sca
            micro-exponent bits one per byte (:mod:`.kernels.hif4`); with ``rht=`` after
            ``unfused``'s transform
 cols_hif4  the same columnwise (axis 0 of a 2-D tensor)
+rows_if4   rowwise IF4 (1 x 16 blocks, E2M1 or INT4 per block, every rounding): a
+           [blocks, 16] tile of one block column per program (:mod:`.kernels.if4`), after
+           the tensor amax pass; with ``rht=`` after ``unfused``'s transform
+cols_if4   the same columnwise (axis 0 of a 2-D tensor)
 ========== ===============================================================================
 
-The 4-bit variants refuse the wide elements and the wide variants the 4-bit ones; HiF4 runs
-only on its own variants (and ``unfused``).
+The 4-bit variants refuse the wide elements and the wide variants the 4-bit ones; HiF4 and
+IF4 run only on their own variants (and ``unfused``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import numpy as np
 import torch
 import triton
 
+from fp4spec import if4 as spec_if4
 from fp4spec import philox as _philox
 from fp4spec.block_schemes import Scheme
 from fp4spec.hif4 import NONFINITE_POLICIES
@@ -49,10 +54,11 @@ from fp4spec.rounding import check_choice
 from fp4spec.rht import MMA_PREFIX
 
 from .. import torch_backend as tb
+from .. import torch_if4
 from ..base import resolve_scheme
 from . import capability, launch, mma
 from .config import resolve_config
-from .kernels import hif4, mx_wide, rowwise, tile
+from .kernels import hif4, if4, mx_wide, rowwise, tile
 from .launch import Plan, as_matrix, global_amax, mx_consts, rht_global_amax, tables, two_level_consts
 
 
@@ -171,6 +177,35 @@ def _raise_hif4_nonfinite(p: Plan):
     raise ValueError("x: a group holds NaN or Inf; HiF4 has no encoding for them")  # not reached
 
 
+def _check_rows_if4(p: Plan):
+    if not (p.sch.structure == "if4" and p.rp is None and p.rowwise and p.scale_layout == "plain"):
+        _no("variant='rows_if4': IF4 along the last axis of a contiguous tensor, plain scales, no rht")
+
+
+def _check_cols_if4(p: Plan):
+    if not (p.sch.structure == "if4" and p.rp is None and p.sxm == 1 and p.x2.dim() == 2
+            and p.scale_layout == "plain"):
+        _no("variant='cols_if4': IF4 along axis 0 of a 2-D tensor, plain scales, no rht")
+
+
+def _run_if4(p: Plan) -> dict:
+    """The IF4 variants' run step: the tensor amax pass, one read of it on the host (a
+    non-finite amax raises the torch backend's ValueError naming the element; the tensor scale
+    is :func:`fp4spec.if4.tensor_scales`, as the emulator and the torch port compute it), the
+    constants (``two_level_consts`` from (S_enc, S_dec)), one launch."""
+    if p.s_enc_dec is not None:
+        raise ValueError("s_enc_dec: IF4's tensor scale comes from the tensor amax (pass None)")
+    gmax = float(global_amax(p.x2, p.M, p.N, p.sxm, p.sxn, p.cfg).item()) if p.M * p.N else 0.0
+    if not np.isfinite(gmax):
+        torch_if4.check_finite(torch.movedim(p.x, p.axis, -1) if p.x.dim() > 1 else p.x)
+    amax, s_enc, s_dec = spec_if4.tensor_scales(np.float32(gmax))
+    ts = two_level_consts(p.sch, p.dev, s_enc_dec=(s_enc, s_dec), sr_bits=p.sr_bits)
+    packed = torch.empty((p.M, p.N // 2), dtype=torch.uint8, device=p.dev)
+    scales = torch.empty((p.M, p.N // 16), dtype=torch.uint8, device=p.dev)
+    launch.if4_launch(p, ts, amax, packed, scales)
+    return {"packed": packed, "scales": scales, "global_scale": ts[1], "scheme": p.sch}
+
+
 def _kernel(launcher):
     """The run step of a kernel variant: constants, output buffers, one launch."""
 
@@ -208,11 +243,15 @@ VARIANTS = {
     "cols_wide": (_check_cols_wide, _kernel(launch.cols_wide)),
     "rows_hif4": (_check_rows_hif4, _run_hif4),
     "cols_hif4": (_check_cols_hif4, _run_hif4),
+    "rows_if4": (_check_rows_if4, _run_if4),
+    "cols_if4": (_check_cols_if4, _run_if4),
 }
 #: The variants of MX with 6- and 8-bit elements (the others encode 4-bit elements).
 WIDE_VARIANTS = ("rows_wide", "cols_wide")
 #: The variants of HiF4 (it runs on no other, ``unfused`` aside).
 HIF4_VARIANTS = ("rows_hif4", "cols_hif4")
+#: The variants of IF4 (it runs on no other, ``unfused`` aside).
+IF4_VARIANTS = ("rows_if4", "cols_if4")
 #: The variants that take rht= (the butterfly).
 RHT_VARIANTS = ("rows", "cols", "unfused")
 
@@ -221,6 +260,8 @@ def default_variant(p: Plan) -> str:
     """The variant quantize_packed runs for a plan when none is named (tuned on the H200)."""
     if p.sch.structure == "hif4":
         return "unfused" if p.rp is not None else ("rows_hif4" if p.rowwise else "cols_hif4")
+    if p.sch.structure == "if4":
+        return "unfused" if p.rp is not None else ("rows_if4" if p.rowwise else "cols_if4")
     if capability.is_mx_wide(p.sch):  # the RHT kernels fuse E2M1 encoders only
         return "unfused" if p.rp is not None else ("rows_wide" if p.rowwise else "cols_wide")
     if p.rp is not None:
@@ -297,6 +338,10 @@ def quantize_packed(x, scheme, *, axis=-1, rounding="rne", rbits=None, sr_bits=8
     hif4_scheme = sch.structure == "hif4"
     if name != "unfused" and (name in HIF4_VARIANTS) != hif4_scheme:
         _no(f"variant={name!r} with {sch.name}: " + ("'rows_hif4' or 'cols_hif4'" if hif4_scheme
+                                                     else "a variant of MX and two-level schemes"))
+    if4_scheme = sch.structure == "if4"
+    if name != "unfused" and (name in IF4_VARIANTS) != if4_scheme:
+        _no(f"variant={name!r} with {sch.name}: " + ("'rows_if4' or 'cols_if4'" if if4_scheme
                                                      else "a variant of MX and two-level schemes"))
     if name != "unfused" and (name in WIDE_VARIANTS) != capability.is_mx_wide(sch):
         _no(f"variant={name!r} with {sch.name} ({sch.element.name} elements): "
@@ -426,6 +471,25 @@ def dequantize_hif4(packed, scales, e1_8, e1_16, *, BM=None, num_warps=None, con
     return out
 
 
+def dequantize_if4(packed, scales, global_scale, *, BM=None, num_warps=None, config=None, out_dtype=torch.float32):
+    """float32 (M, N) from IF4 packed codes (M, N/2), scale bytes (M, N/16, bit 7 set for INT4
+    blocks) and the tensor scale S_dec, on one device: :func:`fp4spec.emulator.if4.dequantize_if4`.
+    ``out_dtype``: as :func:`dequantize_packed`'s."""
+    cfg = resolve_config(config)
+    bf16 = _out_bf16(out_dtype)
+    packed, scales = packed.contiguous(), scales.contiguous()
+    M, N = packed.shape[0], packed.shape[1] * 2
+    out = torch.empty((M, N), dtype=out_dtype, device=packed.device)
+    nblk = M * N // 16
+    br = BM or max(1, cfg.dequant_elements // 16)
+    if nblk:
+        if4.dequantize_if4_kernel[(triton.cdiv(nblk, br),)](
+            packed.view(torch.int32), scales, _decode_scale(global_scale, packed.device),
+            out.view(torch.int16) if bf16 else out, nblk, BR=br, OUT_BF16=bf16,
+            num_warps=num_warps or cfg.dequant_warps)
+    return out
+
+
 # -- constants and buffers --------------------------------------------------------------------------------------
 
 
@@ -495,5 +559,5 @@ def unpack_lo_first(packed):
     return torch.stack((lo, hi), dim=-1).reshape(packed.shape[0], -1)
 
 
-__all__ = ["HIF4_VARIANTS", "VARIANTS", "WIDE_VARIANTS", "default_variant", "dequantize_hif4", "dequantize_packed",
+__all__ = ["HIF4_VARIANTS", "IF4_VARIANTS", "VARIANTS", "WIDE_VARIANTS", "default_variant", "dequantize_hif4", "dequantize_if4", "dequantize_packed",
            "mx_consts", "philox_rbits", "quantize_packed", "two_level_consts", "unpack_lo_first"]
