@@ -12,7 +12,7 @@ quantized each operand, and the host synchronisations of one step
 (``torch.cuda.set_sync_debug_mode("warn")``: each sync is a warning, counted by its source line).
 
     python benchmarks/bench_gpu_training_step.py [--recipes bf16,nvfp4,ufp4] [--layers 8] [--rounds 5]
-        [--compute sm100-mxf4nvf4]
+        [--compute sm100-mxf4nvf4] [--mode reduce-overhead]
 
 ``--compute MODEL`` runs the quantized recipes' three GEMMs under an accumulator model instead
 of the fast path ("train as Blackwell would round": on Hopper the certified GEMM of
@@ -84,7 +84,7 @@ def build(recipe, cfg, args):
     torch.manual_seed(0)
     model = convert(GPT(cfg), recipe, skip=("lm_head",)).to(args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), fused=args.device == "cuda")
-    net = torch.compile(model, fullgraph=args.compute is None) if args.compile else model
+    net = torch.compile(model, fullgraph=args.compute is None, mode=args.mode) if args.compile else model
     return model, net, opt
 
 
@@ -164,6 +164,8 @@ def main():
     p.add_argument("--steps", type=int, default=10, help="timed steps per recipe and round")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--mode", default=None, help="torch.compile mode (e.g. reduce-overhead: CUDA graphs, the "
+                                                "host's per-call time leaves the step)")
     p.add_argument("--device", default="cuda", help="cuda (the benchmark) or cpu (a dry run of the script)")
     p.add_argument("--compute", default=None, help="an accumulator model for the quantized GEMMs (default: the "
                    "fast path, dequantize + bf16 matmul)")
